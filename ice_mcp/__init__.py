@@ -1,0 +1,99 @@
+"""ice_mcp: workflow orchestration exposed as MCP tools.
+
+    from ice_mcp import tool, WorkflowBuilder, run
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    bp = WorkflowBuilder("sum").add_tool("s", "add", {"a": 1, "b": 2}).build()
+    record = await run(bp)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport
+from ice_mcp.blueprint.loading import load_blueprint, load_network
+from ice_mcp.blueprint.models import Blueprint, NetworkManifest
+from ice_mcp.builder import WorkflowBuilder
+from ice_mcp.engine.records import RunRecord
+from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.nodes.base import NodeFailure, NodeResult, Usage
+from ice_mcp.orchestrator import Orchestrator, RunHandle, import_tool_modules
+from ice_mcp.services import Settings
+from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry, Tool, ToolAnnotations, tool
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "Blueprint",
+    "BlueprintInvalid",
+    "CostEstimate",
+    "IceError",
+    "InputsInvalid",
+    "NetworkManifest",
+    "NodeFailure",
+    "NodeResult",
+    "Orchestrator",
+    "Registry",
+    "RunHandle",
+    "RunRecord",
+    "Settings",
+    "Tool",
+    "ToolAnnotations",
+    "UnknownName",
+    "Usage",
+    "ValidationIssue",
+    "ValidationReport",
+    "WorkflowBuilder",
+    "default_orchestrator",
+    "import_tool_modules",
+    "load_blueprint",
+    "load_network",
+    "register_agent",
+    "register_workflow",
+    "run",
+    "run_network",
+    "tool",
+    "validate",
+]
+
+_default: Orchestrator | None = None
+
+
+def default_orchestrator() -> Orchestrator:
+    """The process-wide orchestrator behind the module-level functions (created on first use)."""
+    global _default
+    if _default is None:
+        _default = Orchestrator()
+    return _default
+
+
+def validate(blueprint: Blueprint | Mapping[str, Any] | str | Path) -> ValidationReport:
+    """Every problem at once, with a cost estimate. Never raises."""
+    return default_orchestrator().validate(blueprint)
+
+
+async def run(target: Blueprint | Mapping[str, Any] | str | Path, inputs: Mapping[str, Any] | None = None,
+              **options: Any) -> RunRecord:
+    """Run a blueprint (or a registered workflow by name) to the end; returns the run record."""
+    return await default_orchestrator().run(target, inputs, **options)
+
+
+async def run_network(manifest: NetworkManifest | Mapping[str, Any] | str | Path, **options: Any) -> dict[str, Any]:
+    """Run a network manifest; returns `{"network", "status", "workflows": {...}}`."""
+    options.setdefault("from_client", False)
+    return await default_orchestrator().run_network(manifest, **options)
+
+
+def register_workflow(blueprint: Blueprint | Mapping[str, Any] | str | Path) -> Blueprint:
+    """Validate and register a workflow by its name; raises BlueprintInvalid."""
+    return default_orchestrator().register_blueprint(blueprint)
+
+
+def register_agent(name: str, config: Mapping[str, Any], description: str = "") -> None:
+    """Register an agent (an inline-agent config: model, system, tools, memory, max_iterations)."""
+    DEFAULT_REGISTRY.add_agent(name, dict(config), description)

@@ -1,0 +1,163 @@
+"""Reading blueprints and manifests from paths, JSON/YAML text or dicts, with every schema problem kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
+from ice_mcp.blueprint.models import NODE_TYPES, Blueprint, NetworkManifest, NodeSpec
+from ice_mcp.errors import BlueprintInvalid, IceError
+
+_NODE_ADAPTER: TypeAdapter[Any] = TypeAdapter(NodeSpec)
+_SUBGRAPH_KEYS = ("body", "branches")
+
+
+@dataclass(slots=True)
+class Unparsed:
+    """A node whose spec failed schema validation: known by id so references to it still resolve."""
+
+    id: str
+    type: str
+    dependencies: list[str]
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A blueprint parsed as far as it goes: the model if valid, else what could be read."""
+
+    blueprint: Blueprint | None
+    raw: dict[str, Any]
+    nodes: list[Any] = field(default_factory=list)
+    issues: list[ValidationIssue] = field(default_factory=list)
+
+
+def read_document(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """A path, JSON or YAML text, or a mapping → a dict. Raises IceError(code="parse_error")."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    text: str
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and _looks_like_path(source)):
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise IceError(f"cannot read {path}: {exc.strerror}", code="parse_error") from None
+    else:
+        text = str(source)
+    try:
+        data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise IceError(f"not valid JSON or YAML: {exc}", code="parse_error") from None
+    if not isinstance(data, dict):
+        raise IceError("a blueprint must be a JSON/YAML object", code="parse_error")
+    return data
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith((".json", ".yaml", ".yml")) or Path(text).is_file()
+
+
+def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any]) -> Parsed:
+    """Parse without raising: every schema problem becomes an issue, valid nodes are kept."""
+    if isinstance(source, Blueprint):
+        return Parsed(source, source.to_dict(), list(source.nodes))
+    try:
+        raw = read_document(source)
+    except IceError as exc:
+        return Parsed(None, {}, issues=[ValidationIssue(code=exc.code, message=exc.message)])
+    try:
+        blueprint = Blueprint.model_validate(raw)
+        return Parsed(blueprint, raw, list(blueprint.nodes))
+    except ValidationError as exc:
+        parsed = Parsed(None, raw)
+        parsed.issues = schema_issues(exc, raw)
+    raw_nodes = raw.get("nodes")
+    if isinstance(raw_nodes, list):
+        parsed.nodes = [_parse_node(node) for node in raw_nodes if isinstance(node, dict)]
+    return parsed
+
+
+def _parse_node(raw: dict[str, Any]) -> Any:
+    try:
+        return _NODE_ADAPTER.validate_python(raw)
+    except ValidationError:
+        deps = raw.get("dependencies", [])
+        deps = [deps] if isinstance(deps, str) else [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+        return Unparsed(str(raw.get("id", "")), str(raw.get("type", "")), deps)
+
+
+def schema_issues(exc: ValidationError, raw: Mapping[str, Any]) -> list[ValidationIssue]:
+    """Pydantic errors as issues, each naming the node it is in (the innermost, for sub-graphs)."""
+    issues: list[ValidationIssue] = []
+    seen: set[tuple[str | None, str | None, str]] = set()
+    for error in exc.errors(include_url=False):
+        loc = list(error["loc"])
+        node_id, field = _locate(raw, loc)
+        if error["type"] == "union_tag_invalid":
+            tag = str(error.get("ctx", {}).get("tag", ""))
+            issue = ValidationIssue(code="unknown_node_type", message=f"unknown node type {tag!r}",
+                                    node_id=node_id, field="type", suggestion=nearest(tag, NODE_TYPES))
+        elif error["type"] == "union_tag_not_found":
+            issue = ValidationIssue(code="schema", message="a node needs a `type`", node_id=node_id, field="type")
+        else:
+            where = field or ".".join(str(p) for p in loc) or "(root)"
+            message = error["msg"].removeprefix("Value error, ")
+            issue = ValidationIssue(code="schema", message=f"{where}: {message}", node_id=node_id, field=field)
+        key = (issue.node_id, issue.field, issue.message)
+        if key not in seen:
+            seen.add(key)
+            issues.append(issue)
+    return issues
+
+
+def _locate(raw: Any, loc: list[Any]) -> tuple[str | None, str | None]:
+    """Walk a pydantic error location through the raw document: (innermost node id, field path)."""
+    node_id: str | None = None
+    field_start = 0
+    current = raw
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and part < len(current):
+            current = current[part]
+            if isinstance(current, dict) and "id" in current and isinstance(current.get("type", ""), str):
+                node_id, field_start = str(current["id"]), i + 1
+                # pydantic puts the union tag after the index (nodes.0.tool.field): skip it
+                if i + 1 < len(loc) and loc[i + 1] == current.get("type"):
+                    i += 1
+                    field_start = i + 1
+        else:
+            break
+        i += 1
+    rest = [str(p) for p in loc[field_start:] if not (node_id and p in NODE_TYPES)]
+    return node_id, ".".join(rest) or None
+
+
+def load_blueprint(source: Blueprint | str | Path | Mapping[str, Any]) -> Blueprint:
+    """A Blueprint model from a path, JSON/YAML text or a dict; raises BlueprintInvalid on schema errors."""
+    parsed = parse_blueprint(source)
+    if parsed.blueprint is None:
+        raise BlueprintInvalid(ValidationReport(ok=False, errors=parsed.issues))
+    return parsed.blueprint
+
+
+def load_network(source: NetworkManifest | str | Path | Mapping[str, Any]) -> NetworkManifest:
+    """A network manifest from a path, YAML/JSON text or a dict; raises BlueprintInvalid on schema errors."""
+    if isinstance(source, NetworkManifest):
+        return source
+    try:
+        raw = read_document(source)
+        return NetworkManifest.model_validate(raw)
+    except IceError as exc:
+        raise BlueprintInvalid(ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])) from None
+    except ValidationError as exc:
+        raise BlueprintInvalid(ValidationReport(ok=False, errors=schema_issues(exc, raw))) from None

@@ -1,0 +1,245 @@
+"""Pydantic models of the blueprint and network-manifest formats (shared/spec/blueprint.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+WORKFLOW_NAME = r"^[a-z][a-z0-9_]{0,47}$"
+NODE_ID = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+NODE_TYPES = ("tool", "llm", "agent", "code", "condition", "loop", "parallel", "recursive", "workflow")
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class NodeBase(_Model):
+    """Fields every node has."""
+
+    # Names of fields holding templates (rendered) and expressions (evaluated), for the compiler.
+    template_fields: ClassVar[tuple[str, ...]] = ()
+    expression_fields: ClassVar[tuple[str, ...]] = ()
+    # Names of fields holding sub-graphs (lists of node specs).
+    subgraph_fields: ClassVar[tuple[str, ...]] = ()
+
+    id: Annotated[str, Field(pattern=NODE_ID, max_length=64)]
+    type: str
+    description: str | None = None
+    dependencies: list[str] = Field(default_factory=list)
+    retries: Annotated[int, Field(ge=0, le=100)] = 0
+    backoff_seconds: Annotated[float, Field(ge=0, le=3600)] = 0.5
+    backoff: Literal["exponential", "linear", "fixed"] = "exponential"
+    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    on_error: Literal["fail", "continue"] = "fail"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _as_list_deps = field_validator("dependencies", mode="before")(_as_list)
+
+
+class ToolNode(NodeBase):
+    template_fields = ("tool_args",)
+    type: Literal["tool"] = "tool"
+    tool_name: str
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class LLMNode(NodeBase):
+    template_fields = ("prompt", "system")
+    type: Literal["llm"] = "llm"
+    model: str
+    provider: str | None = None
+    prompt: str
+    system: str | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    output_schema: dict[str, Any] | None = None
+
+
+class AgentMemory(_Model):
+    working: bool = True
+    episodic: bool = False
+    semantic: bool = False
+    procedural: bool = False
+
+
+class InlineAgent(_Model):
+    model: str
+    provider: str | None = None
+    system: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    workflows: list[str] = Field(default_factory=list)
+    memory: AgentMemory = Field(default_factory=AgentMemory)
+    max_iterations: Annotated[int, Field(ge=1, le=100)] = 8
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+
+
+class AgentNode(NodeBase):
+    template_fields = ("input",)
+    type: Literal["agent"] = "agent"
+    agent: str | InlineAgent
+    input: str = "{{ inputs }}"
+
+
+class CodeLimits(_Model):
+    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    memory_mb: Annotated[int, Field(gt=0)] | None = None
+
+
+class CodeNode(NodeBase):
+    template_fields = ("inputs",)
+    type: Literal["code"] = "code"
+    code: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    limits: CodeLimits = Field(default_factory=CodeLimits)
+
+
+class ConditionNode(NodeBase):
+    expression_fields = ("expression",)
+    type: Literal["condition"] = "condition"
+    expression: str
+    true_path: list[str] = Field(default_factory=list)
+    false_path: list[str] = Field(default_factory=list)
+
+    _as_list_paths = field_validator("true_path", "false_path", mode="before")(_as_list)
+
+
+class LoopNode(NodeBase):
+    template_fields = ("items", "output")
+    subgraph_fields = ("body",)
+    type: Literal["loop"] = "loop"
+    items: Any = None
+    item_var: Annotated[str, Field(pattern=NODE_ID)] = "item"
+    body: list[NodeSpec] = Field(min_length=1)
+    concurrency: Annotated[int, Field(ge=1, le=1000)] = 1
+    max_iterations: Annotated[int, Field(ge=1)] | None = None
+    output: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _items_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "items_source" in data:
+            data = dict(data)
+            source = data.pop("items_source")
+            data.setdefault("items", source)
+        return data
+
+    @model_validator(mode="after")
+    def _needs_items(self) -> LoopNode:
+        if self.items is None:
+            raise ValueError("a loop needs `items` (or `items_source`)")
+        return self
+
+
+class ParallelNode(NodeBase):
+    template_fields = ("output",)
+    subgraph_fields = ("branches",)
+    type: Literal["parallel"] = "parallel"
+    branches: list[list[NodeSpec]] = Field(min_length=1)
+    max_concurrency: Annotated[int, Field(ge=1)] | None = None
+    wait: Literal["all", "any"] = "all"
+    output: str | None = None
+
+
+class RecursiveNode(NodeBase):
+    template_fields = ("inputs", "output")
+    expression_fields = ("convergence_condition",)
+    subgraph_fields = ("body",)
+    type: Literal["recursive"] = "recursive"
+    body: list[NodeSpec] | None = None
+    agent: str | None = None
+    workflow_ref: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    convergence_condition: str
+    max_iterations: Annotated[int, Field(ge=1, le=10_000)]
+    output: str | None = None
+
+    @model_validator(mode="after")
+    def _one_body(self) -> RecursiveNode:
+        given = [k for k in ("body", "agent", "workflow_ref") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("a recursive node needs exactly one of `body`, `agent`, `workflow_ref`")
+        return self
+
+
+class WorkflowNode(NodeBase):
+    template_fields = ("inputs",)
+    type: Literal["workflow"] = "workflow"
+    workflow_ref: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+NodeSpec = Annotated[
+    ToolNode
+    | LLMNode
+    | AgentNode
+    | CodeNode
+    | ConditionNode
+    | LoopNode
+    | ParallelNode
+    | RecursiveNode
+    | WorkflowNode,
+    Field(discriminator="type"),
+]
+
+NODE_MODELS: dict[str, type[NodeBase]] = {
+    "tool": ToolNode,
+    "llm": LLMNode,
+    "agent": AgentNode,
+    "code": CodeNode,
+    "condition": ConditionNode,
+    "loop": LoopNode,
+    "parallel": ParallelNode,
+    "recursive": RecursiveNode,
+    "workflow": WorkflowNode,
+}
+
+
+class Blueprint(_Model):
+    schema_version: Literal["1"] = "1"
+    name: Annotated[str, Field(pattern=WORKFLOW_NAME)]
+    description: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    outputs: dict[str, Any] | None = None
+    budget_usd: Annotated[float, Field(ge=0)] | None = None
+    max_parallel: Annotated[int, Field(ge=1, le=10_000)] = 16
+    timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    nodes: list[NodeSpec] = Field(min_length=1)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+
+
+class NetworkWorkflow(_Model):
+    id: Annotated[str, Field(pattern=NODE_ID, max_length=64)]
+    ref: str
+    after: list[str] = Field(default_factory=list)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+    _as_list_after = field_validator("after", mode="before")(_as_list)
+
+
+class NetworkManifest(_Model):
+    api_version: Literal["network.v0"] = "network.v0"
+    name: Annotated[str, Field(pattern=WORKFLOW_NAME)]
+    description: str | None = None
+    global_: dict[str, Any] = Field(default_factory=dict, alias="global")
+    workflows: list[NetworkWorkflow] = Field(min_length=1)
+    max_parallel: Annotated[int, Field(ge=1)] = 8
+
+    @property
+    def budget_usd(self) -> float | None:
+        value = self.global_.get("budget_usd")
+        return float(value) if isinstance(value, int | float) else None
+
+
+for _model in (LoopNode, ParallelNode, RecursiveNode):
+    _model.model_rebuild()

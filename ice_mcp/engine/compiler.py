@@ -1,0 +1,357 @@
+"""Blueprint → plan, in one pass that reports every problem at once.
+
+The compiler never runs anything: it checks names, references, templates,
+cycles and registry entries, estimates the cost, and builds the plan only
+when nothing is wrong.
+"""
+
+from __future__ import annotations
+
+import graphlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
+from ice_mcp.blueprint.loading import Unparsed
+from ice_mcp.blueprint.models import (
+    AgentNode,
+    Blueprint,
+    ConditionNode,
+    LoopNode,
+    NodeBase,
+    ParallelNode,
+    RecursiveNode,
+    ToolNode,
+    WorkflowNode,
+)
+from ice_mcp.engine.plan import Graph, Plan, PlanNode
+from ice_mcp.engine.scheduler import GraphShape
+from ice_mcp.engine.templates import Compiled, TemplateCompileError, compile_expression, compile_value
+from ice_mcp.nodes.base import NodeType
+from ice_mcp.services import Services
+
+RUN_NAMES = frozenset({"inputs", "global"})
+LLM_TYPES = frozenset({"llm", "agent"})
+
+
+@dataclass(slots=True)
+class ScopeResult:
+    graph: Graph | None
+    free_names: set[str]
+    estimate: CostEstimate
+
+
+class Compiler:
+    def __init__(self, services: Services, node_types: Mapping[str, NodeType]) -> None:
+        self.services = services
+        self.node_types = node_types
+        self.issues: list[ValidationIssue] = []
+        self.warnings: list[ValidationIssue] = []
+
+    @property
+    def registry(self) -> Any:
+        return self.services.registry
+
+    def issue(self, code: str, message: str, node_id: str | None = None, field: str | None = None,
+              suggestion: str | None = None) -> None:
+        self.issues.append(ValidationIssue(code=code, message=message, node_id=node_id, field=field,
+                                           suggestion=suggestion))
+
+    # -- the whole blueprint ------------------------------------------------
+
+    def compile(
+        self,
+        blueprint: Blueprint | None,
+        nodes: Sequence[Any],
+        *,
+        inputs_schema: Any,
+        outputs: Any,
+        budget_usd: float | None,
+        max_parallel: int,
+    ) -> tuple[Plan | None, CostEstimate]:
+        validator = self._inputs_validator(inputs_schema)
+        top = self.compile_scope(nodes, outer=RUN_NAMES, local_vars=frozenset(), max_parallel=max_parallel)
+        compiled_outputs = None
+        if isinstance(outputs, Mapping):
+            visible = RUN_NAMES | {n.id for n in nodes}
+            compiled_outputs = self._template(outputs, visible, node_id=None, field="outputs")[0]
+        self._check_budget(top.estimate, budget_usd)
+        if self.issues or blueprint is None or top.graph is None or validator is None:
+            return None, top.estimate
+        return Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate), top.estimate
+
+    def _inputs_validator(self, schema: Any) -> Any:
+        if not isinstance(schema, Mapping):
+            return None
+        if schema.get("type", "object") != "object":
+            self.issue("invalid_schema", "`inputs` must be a JSON Schema of type object", field="inputs")
+            return None
+        try:
+            cls = validator_for(schema)
+            cls.check_schema(schema)
+        except SchemaError as exc:
+            self.issue("invalid_schema", f"`inputs` is not a valid JSON Schema: {exc.message}", field="inputs")
+            return None
+        return cls(schema)
+
+    def _check_budget(self, estimate: CostEstimate, budget: float | None) -> None:
+        if budget is None or estimate.is_free:
+            return
+        if estimate.usd_max is None:
+            self.issue("over_budget", f"the cost has no upper bound (LLM calls up to {estimate.llm_calls_max or 'unbounded'}), "
+                       f"so it may exceed budget_usd={budget}; bound loops with max_iterations", field="budget_usd")
+        elif estimate.usd_max > budget:
+            self.issue("over_budget", f"estimated cost up to ${estimate.usd_max:.4f} exceeds budget_usd={budget}",
+                       field="budget_usd")
+
+    # -- one scope ----------------------------------------------------------
+
+    def compile_scope(self, specs: Sequence[Any], *, outer: frozenset[str], local_vars: frozenset[str],
+                      max_parallel: int) -> ScopeResult:
+        ids = [spec.id for spec in specs]
+        local_ids = set(ids)
+        seen: set[str] = set()
+        for spec in specs:
+            if spec.id in seen:
+                self.issue("duplicate_id", f"node id {spec.id!r} is used more than once in this scope", spec.id, "id")
+            seen.add(spec.id)
+        for var in local_vars & local_ids:
+            self.issue("duplicate_id", f"node id {var!r} hides the variable of the same name", var, "id")
+        visible = outer | local_vars | local_ids
+
+        gates: dict[str, list[tuple[str, bool]]] = {i: [] for i in ids}
+        for spec in specs:
+            if isinstance(spec, ConditionNode):
+                for field, branch in (("true_path", True), ("false_path", False)):
+                    for target in getattr(spec, field):
+                        if target not in local_ids:
+                            self.issue("unknown_dependency", f"{field} names unknown node {target!r}", spec.id,
+                                       field, nearest(target, local_ids))
+                        elif target == spec.id:
+                            self.issue("cycle", "a condition cannot gate itself", spec.id, field)
+                        else:
+                            gates[target].append((spec.id, branch))
+
+        free: set[str] = set()
+        deps: dict[str, tuple[str, ...]] = {}
+        plan_nodes: dict[str, PlanNode] = {}
+        estimate = CostEstimate()
+        for spec in specs:
+            node_deps: set[str] = set()
+            for dep in spec.dependencies:
+                if dep == spec.id:
+                    self.issue("cycle", "a node cannot depend on itself", spec.id, "dependencies")
+                elif dep not in local_ids:
+                    self.issue("unknown_dependency", f"dependency {dep!r} is not a node in this scope", spec.id,
+                               "dependencies", nearest(dep, local_ids))
+                else:
+                    node_deps.add(dep)
+            node_deps.update(cond for cond, _ in gates.get(spec.id, ()))
+            if isinstance(spec, Unparsed):
+                deps[spec.id] = tuple(sorted(node_deps))
+                continue
+            built = self._node(spec, visible, outer)
+            names = built[1]
+            for name in names:
+                if name == spec.id:
+                    self.issue("cycle", f"node {spec.id!r} reads its own output", spec.id)
+                elif name in local_ids:
+                    node_deps.add(name)
+                elif name not in local_vars:
+                    free.add(name)
+            deps[spec.id] = tuple(sorted(node_deps, key=ids.index))
+            node_estimate = built[2]
+            if gates.get(spec.id):
+                node_estimate = node_estimate.widen(CostEstimate())
+            estimate = estimate + node_estimate
+            if built[0] is not None:
+                built[0].deps = deps[spec.id]
+                plan_nodes[spec.id] = built[0]
+
+        self._check_cycles(deps)
+        if self.issues or len(plan_nodes) != len(specs):
+            return ScopeResult(None, free, estimate)
+        depended_on = {d for node_deps in deps.values() for d in node_deps}
+        shape = GraphShape(
+            order=tuple(ids),
+            deps=deps,
+            gates={i: tuple(g) for i, g in gates.items()},
+            on_error={spec.id: spec.on_error for spec in specs},
+        )
+        graph = Graph(plan_nodes, shape, tuple(i for i in ids if i not in depended_on), max_parallel,
+                      local_names=frozenset(local_ids | local_vars))
+        return ScopeResult(graph, free, estimate)
+
+    def _check_cycles(self, deps: Mapping[str, tuple[str, ...]]) -> None:
+        try:
+            graphlib.TopologicalSorter(deps).prepare()
+        except graphlib.CycleError as exc:
+            cycle = exc.args[1]
+            self.issue("cycle", "dependency cycle: " + " → ".join(cycle), cycle[0], "dependencies")
+
+    # -- one node -----------------------------------------------------------
+
+    def _node(self, spec: NodeBase, visible: frozenset[str], outer: frozenset[str]
+              ) -> tuple[PlanNode | None, set[str], CostEstimate]:
+        node_type = self.node_types.get(spec.type)
+        if node_type is None:
+            self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation",
+                       spec.id, "type")
+        names: set[str] = set()
+        templates: dict[str, Compiled] = {}
+        subgraphs: dict[str, Graph] = {}
+        estimate = CostEstimate()
+
+        extra = self._container_vars(spec)
+        for field in spec.template_fields:
+            value = getattr(spec, field)
+            if value is None or field == "output":
+                continue
+            scope = visible | extra if isinstance(spec, RecursiveNode) else visible
+            compiled, used = self._template(value, scope, spec.id, field)
+            if compiled is not None:
+                templates[field] = compiled
+            names |= used - extra
+        for field in spec.expression_fields:
+            compiled, used = self._expression(getattr(spec, field), visible | extra, spec.id, field)
+            if compiled is not None:
+                templates[field] = compiled
+            names |= used - extra
+
+        sub_estimate = CostEstimate()
+        inner_ids: set[str] = set()
+        for key, body in self._bodies(spec):
+            result = self.compile_scope(body, outer=visible, local_vars=extra,
+                                        max_parallel=getattr(spec, "concurrency", None) or 1_000)
+            names |= result.free_names
+            inner_ids.update(node.id for node in body)
+            sub_estimate = sub_estimate + result.estimate if isinstance(spec, ParallelNode) else result.estimate
+            if result.graph is not None:
+                subgraphs[key] = result.graph
+        output = getattr(spec, "output", None)
+        if output is not None:
+            # A container's `output` picks the result inside each sub-graph's own scope.
+            compiled, used = self._template(output, visible | extra | inner_ids, spec.id, "output")
+            if compiled is not None:
+                templates["output"] = compiled
+                for graph in subgraphs.values():
+                    graph.output = compiled
+            names |= used - extra - inner_ids
+
+        estimate = self._estimate(spec, node_type, sub_estimate)
+        self._check_registry(spec)
+        if node_type is not None and node_type.check is not None:
+            self.issues.extend(node_type.check(spec, self))  # type: ignore[arg-type]
+        if node_type is None:
+            return None, names, estimate
+        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs)  # type: ignore[arg-type]
+        return plan_node, names, estimate
+
+    @staticmethod
+    def _container_vars(spec: NodeBase) -> frozenset[str]:
+        if isinstance(spec, LoopNode):
+            return frozenset({spec.item_var, "index"})
+        if isinstance(spec, RecursiveNode):
+            return frozenset({"iteration", "previous"})
+        return frozenset()
+
+    @staticmethod
+    def _bodies(spec: NodeBase) -> list[tuple[str, Sequence[Any]]]:
+        if isinstance(spec, LoopNode | RecursiveNode) and spec.body:
+            return [("body", spec.body)]
+        if isinstance(spec, ParallelNode):
+            return [(f"branch{i}", branch) for i, branch in enumerate(spec.branches)]
+        return []
+
+    def _template(self, value: Any, visible: frozenset[str], node_id: str | None, field: str
+                  ) -> tuple[Compiled | None, set[str]]:
+        try:
+            compiled = compile_value(value)
+        except TemplateCompileError as exc:
+            self.issue(exc.code, f"{field}: {exc}", node_id, field)
+            return None, set()
+        self._check_names(compiled.names, visible, node_id, field)
+        return compiled, set(compiled.names)
+
+    def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
+                    ) -> tuple[Compiled | None, set[str]]:
+        try:
+            compiled = compile_expression(source)
+        except TemplateCompileError as exc:
+            self.issue("expression_syntax", f"{field}: {exc}", node_id, field)
+            return None, set()
+        self._check_names(compiled.names, visible, node_id, field)
+        return compiled, set(compiled.names)
+
+    def _check_names(self, names: frozenset[str], visible: frozenset[str], node_id: str | None, field: str) -> None:
+        for name in sorted(names - visible):
+            self.issue("unknown_reference", f"{field} reads {name!r}, which is no node, input or variable here",
+                       node_id, field, nearest(name, visible))
+
+    def _check_registry(self, spec: NodeBase) -> None:
+        registry = self.registry
+        if isinstance(spec, ToolNode):
+            entry = registry.tools.get(spec.tool_name)
+            if entry is None:
+                self.issue("unknown_tool", f"no tool named {spec.tool_name!r}", spec.id, "tool_name",
+                           nearest(spec.tool_name, registry.tools))
+            else:
+                self._check_tool_args(spec, entry.input_schema)
+        if isinstance(spec, WorkflowNode | RecursiveNode) and spec.workflow_ref \
+                and spec.workflow_ref not in registry.workflows:
+            self.issue("unknown_workflow", f"no workflow named {spec.workflow_ref!r}", spec.id, "workflow_ref",
+                       nearest(spec.workflow_ref, registry.workflows))
+        agent_name = spec.agent if isinstance(spec, AgentNode | RecursiveNode) else None
+        if isinstance(agent_name, str) and agent_name not in registry.agents:
+            self.issue("unknown_agent", f"no agent named {agent_name!r}", spec.id, "agent",
+                       nearest(agent_name, registry.agents))
+        if isinstance(spec, AgentNode) and not isinstance(spec.agent, str):
+            for name in spec.agent.tools:
+                if name not in registry.tools:
+                    self.issue("unknown_tool", f"agent tool {name!r} is not registered", spec.id, "agent.tools",
+                               nearest(name, registry.tools))
+            for name in spec.agent.workflows:
+                if name not in registry.workflows:
+                    self.issue("unknown_workflow", f"agent workflow {name!r} is not registered", spec.id,
+                               "agent.workflows", nearest(name, registry.workflows))
+
+    def _check_tool_args(self, spec: ToolNode, schema: Mapping[str, Any]) -> None:
+        properties = schema.get("properties", {})
+        for key in spec.tool_args:
+            if key not in properties:
+                self.issue("invalid_tool_args", f"tool {spec.tool_name!r} has no argument {key!r}", spec.id,
+                           f"tool_args.{key}", nearest(key, properties))
+        for key in schema.get("required", []):
+            if key not in spec.tool_args:
+                self.issue("invalid_tool_args", f"tool {spec.tool_name!r} needs argument {key!r}", spec.id,
+                           "tool_args")
+
+    def _estimate(self, spec: NodeBase, node_type: NodeType | None, sub: CostEstimate) -> CostEstimate:
+        if node_type is not None and node_type.estimate is not None:
+            return node_type.estimate(spec, self.services)  # type: ignore[arg-type]
+        if spec.type in LLM_TYPES:
+            return CostEstimate(llm_calls_min=1, llm_calls_max=1)
+        if isinstance(spec, LoopNode):
+            return sub.times(0, spec.max_iterations)
+        if isinstance(spec, ParallelNode):
+            return sub
+        if isinstance(spec, RecursiveNode):
+            if spec.agent:
+                return CostEstimate(llm_calls_min=1, llm_calls_max=None, usd_max=None).times(1, spec.max_iterations)
+            if spec.workflow_ref:
+                sub = self._workflow_estimate(spec.workflow_ref)
+            return sub.times(1, spec.max_iterations)
+        if isinstance(spec, WorkflowNode):
+            return self._workflow_estimate(spec.workflow_ref)
+        return CostEstimate()
+
+    def _workflow_estimate(self, name: str) -> CostEstimate:
+        entry = self.registry.workflows.get(name)
+        plan = getattr(entry, "plan", None)
+        if plan is not None:
+            return plan.estimate  # type: ignore[no-any-return]
+        return CostEstimate()

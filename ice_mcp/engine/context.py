@@ -1,0 +1,118 @@
+"""What one run carries down to every node it runs, at any depth."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.engine.events import EventLog
+from ice_mcp.nodes.base import Usage
+
+if TYPE_CHECKING:
+    from ice_mcp.engine.plan import Graph, Plan
+    from ice_mcp.engine.records import NodeRecord
+    from ice_mcp.engine.templates import Scope
+    from ice_mcp.services import Services
+
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+class RunStopped(Exception):  # noqa: N818 - a signal that unwinds every level of a run, not an error
+    """Stops the whole run (budget reached) through every level of nesting."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(slots=True)
+class Spend:
+    """The run's spend against its budget, shared by every nested graph."""
+
+    budget_usd: float | None = None
+    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    parent: Spend | None = None
+
+    def charge(self, cost_usd: float, usage: Usage) -> None:
+        spend: Spend | None = self
+        while spend is not None:
+            spend.cost_usd += cost_usd
+            spend.usage.add(usage)
+            spend = spend.parent
+        spend = self
+        while spend is not None:
+            if spend.budget_usd is not None and cost_usd > 0 and spend.cost_usd >= spend.budget_usd:
+                raise RunStopped("over_budget", f"spend ${spend.cost_usd:.4f} reached the budget of ${spend.budget_usd}")
+            spend = spend.parent
+
+    def remaining(self) -> float | None:
+        """The least headroom left under this spend's budget or any enclosing one."""
+        left: float | None = None
+        spend: Spend | None = self
+        while spend is not None:
+            if spend.budget_usd is not None:
+                here = spend.budget_usd - spend.cost_usd
+                left = here if left is None else min(left, here)
+            spend = spend.parent
+        return left
+
+
+@dataclass(slots=True)
+class SubgraphResult:
+    output: Any
+    outputs: dict[str, Any]
+    records: dict[str, NodeRecord]
+    cost_usd: float
+    usage: Usage
+
+
+class GraphRunner:
+    """What RunContext needs from the runner (kept abstract to avoid an import cycle)."""
+
+    async def run_graph(self, graph: Graph, scope: Scope, ctx: RunContext) -> SubgraphResult:
+        raise NotImplementedError
+
+    async def run_workflow(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class RunContext:
+    run_id: str
+    services: Services
+    events: EventLog
+    spend: Spend
+    runner: GraphRunner
+    sleep: Sleep = asyncio.sleep
+    depth: int = 0
+    path: str = ""
+    globals: dict[str, Any] = field(default_factory=dict)
+    top_level: bool = True
+
+    def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
+        self.events.emit(kind, self.path + node_id if node_id is not None else None, attempt, **data)
+
+    def nested(self, label: str) -> RunContext:
+        """The context for a sub-graph: event node ids are prefixed with `label`."""
+        return replace(self, path=f"{self.path}{label}.", top_level=False)
+
+    async def run_subgraph(self, graph: Graph, scope: Scope, label: str) -> SubgraphResult:
+        return await self.runner.run_graph(graph, scope, self.nested(label))
+
+    async def run_workflow(self, name: str, inputs: dict[str, Any], *, label: str | None = None) -> SubgraphResult:
+        """Run a registered workflow inside this run (depth-limited); its nodes charge this run."""
+        from ice_mcp.engine.workflows import plan_for  # the registry lookup lives with the workflows
+
+        limit = self.services.settings.max_workflow_depth
+        if self.depth + 1 > limit:
+            from ice_mcp.nodes.base import NodeFailure
+
+            raise NodeFailure(f"workflow nesting deeper than {limit} levels (calling {name!r})", code="max_depth",
+                              retryable=False)
+        plan = plan_for(self.services, name)
+        child = replace(self.nested(label or name), depth=self.depth + 1)
+        return await self.runner.run_workflow(plan, inputs, child)

@@ -1,0 +1,67 @@
+"""The ordered event stream of a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_TYPES = (
+    "run_started",
+    "node_started",
+    "node_retrying",
+    "node_succeeded",
+    "node_failed",
+    "node_skipped",
+    "node_cancelled",
+    "node_event",
+    "run_finished",
+)
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    run_id: str
+    seq: int
+    ts: float
+    node_id: str | None = None
+    attempt: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def top_level(self) -> bool:
+        """True for events of the run's own nodes, not of nodes nested in sub-graphs."""
+        return self.node_id is not None and "." not in self.node_id and "[" not in self.node_id
+
+    def to_dict(self) -> dict[str, Any]:
+        event: dict[str, Any] = {"type": self.type, "run_id": self.run_id, "seq": self.seq, "ts": self.ts}
+        if self.node_id is not None:
+            event["node_id"] = self.node_id
+        if self.attempt is not None:
+            event["attempt"] = self.attempt
+        if self.data:
+            event["data"] = self.data
+        return event
+
+
+Listener = Callable[[Event], None]
+
+
+class EventLog:
+    """Events of one run, in order, with listeners told of each as it happens."""
+
+    __slots__ = ("events", "listeners", "run_id")
+
+    def __init__(self, run_id: str, listeners: list[Listener] | None = None) -> None:
+        self.run_id = run_id
+        self.events: list[Event] = []
+        self.listeners: list[Listener] = listeners or []
+
+    def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> Event:
+        event = Event(kind, self.run_id, len(self.events), time.time(), node_id, attempt, data)
+        self.events.append(event)
+        for listener in self.listeners:
+            listener(event)
+        return event

@@ -1,0 +1,68 @@
+"""A validated blueprint compiled once: the graph the runner executes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.engine.scheduler import GraphShape
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+    from ice_mcp.blueprint.issues import CostEstimate
+    from ice_mcp.blueprint.models import Blueprint, NodeSpec
+    from ice_mcp.engine.templates import Compiled
+    from ice_mcp.nodes.base import NodeExecutor
+
+CONTAINER_TYPES = frozenset({"loop", "parallel", "recursive", "workflow"})
+
+
+@dataclass(slots=True)
+class PlanNode:
+    id: str
+    spec: NodeSpec
+    execute: NodeExecutor
+    deps: tuple[str, ...]
+    templates: dict[str, Compiled] = field(default_factory=dict)
+    subgraphs: dict[str, Graph] = field(default_factory=dict)
+
+    @property
+    def type(self) -> str:
+        return self.spec.type
+
+    @property
+    def is_container(self) -> bool:
+        """Containers run sub-graphs whose nodes charge the run themselves."""
+        return self.spec.type in CONTAINER_TYPES
+
+
+@dataclass(slots=True)
+class Graph:
+    """One scope: the top level of a blueprint, a loop body, a parallel branch."""
+
+    nodes: dict[str, PlanNode]
+    shape: GraphShape
+    sinks: tuple[str, ...]
+    max_parallel: int
+    output: Compiled | None = None
+    local_names: frozenset[str] = frozenset()
+
+    def sink_output(self, outputs: dict[str, Any]) -> Any:
+        """A sub-graph's result: its only sink's output, or an object keyed by sink id."""
+        if len(self.sinks) == 1:
+            return outputs.get(self.sinks[0])
+        return {sink: outputs.get(sink) for sink in self.sinks}
+
+
+@dataclass(slots=True)
+class Plan:
+    blueprint: Blueprint
+    graph: Graph
+    outputs: Compiled | None
+    inputs_validator: Validator
+    estimate: CostEstimate
+
+    @property
+    def name(self) -> str:
+        return self.blueprint.name

@@ -1,0 +1,107 @@
+"""Run and node records, in the spec's format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ice_mcp.nodes.base import Usage
+
+RUN_STATUSES = ("running", "succeeded", "failed", "cancelled", "timed_out", "over_budget")
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    status: str = "pending"
+    attempts: int = 0
+    duration_ms: float = 0.0
+    output: Any = None
+    error: dict[str, Any] | None = None
+    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "attempts": self.attempts,
+            "duration_ms": round(self.duration_ms, 3),
+            "output": self.output,
+            "error": self.error,
+            "cost_usd": self.cost_usd,
+            "tokens": self.usage.as_dict(),
+        }
+
+
+@dataclass(slots=True)
+class RunRecord:
+    run_id: str
+    workflow: str
+    inputs: dict[str, Any]
+    status: str = "running"
+    outputs: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration_ms: float | None = None
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.status != "running"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "workflow": self.workflow,
+            "status": self.status,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "error": self.error,
+            "cost_usd": self.cost_usd,
+            "tokens": self.usage.as_dict(),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3),
+            "nodes": {node_id: node.to_dict() for node_id, node in self.nodes.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        def ts(value: str | None) -> float | None:
+            return None if value is None else datetime.fromisoformat(value).timestamp()
+
+        def usage(value: dict[str, int] | None) -> Usage:
+            return Usage(**(value or {}))
+
+        return cls(
+            run_id=data["run_id"],
+            workflow=data["workflow"],
+            inputs=data.get("inputs") or {},
+            status=data["status"],
+            outputs=data.get("outputs"),
+            error=data.get("error"),
+            cost_usd=data.get("cost_usd", 0.0),
+            usage=usage(data.get("tokens")),
+            started_at=ts(data.get("started_at")),
+            finished_at=ts(data.get("finished_at")),
+            duration_ms=data.get("duration_ms"),
+            nodes={
+                node_id: NodeRecord(
+                    status=n["status"],
+                    attempts=n.get("attempts", 0),
+                    duration_ms=n.get("duration_ms", 0.0),
+                    output=n.get("output"),
+                    error=n.get("error"),
+                    cost_usd=n.get("cost_usd", 0.0),
+                    usage=usage(n.get("tokens")),
+                )
+                for node_id, n in (data.get("nodes") or {}).items()
+            },
+        )

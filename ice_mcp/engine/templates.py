@@ -1,0 +1,336 @@
+"""Templates and expressions: Jinja2's immutable sandbox, compiled once per blueprint.
+
+Blueprint templates are untrusted, so they are expressions only (`{{ ... }}`),
+and every operation that could blow up in size or time is capped.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import ChainableUndefined, meta, nodes
+from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ice_mcp.nodes.base import NodeFailure
+
+MAX_SOURCE_CHARS = 64 * 1024
+MAX_OUTPUT_CHARS = 1024 * 1024
+MAX_SEQUENCE_ITEMS = 100_000
+MAX_RANGE = 10_000
+MAX_EXPONENT = 1_000
+MAX_INT_BITS = 4_096
+
+_LONE_EXPRESSION = re.compile(r"^\s*\{\{-?(?P<expr>.*?)-?\}\}\s*$", re.DOTALL)
+# A width or precision of five digits or more in a %-format or a {}-format field.
+_HUGE_FORMAT_WIDTH = re.compile(r"%[-#0 +]*\d{5,}|%[-#0 +]*\d*\.\d{5,}|\{[^{}]*:[^{}]*\d{5,}[^{}]*\}")
+
+
+class TemplateFailure(NodeFailure):
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        details = {"template": source[:200]} if source else None
+        super().__init__(message, code="template_error", retryable=False, details=details)
+
+
+class TemplateCompileError(ValueError):
+    """A template or expression that cannot be compiled; `code` is the validation code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _check_size(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
+        raise SecurityError(f"result longer than {MAX_OUTPUT_CHARS} characters")
+    if isinstance(value, list | tuple) and len(value) > MAX_SEQUENCE_ITEMS:
+        raise SecurityError(f"result longer than {MAX_SEQUENCE_ITEMS} items")
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise SecurityError(f"integer larger than {MAX_INT_BITS} bits")
+    return value
+
+
+def _safe_multiply(left: Any, right: Any) -> Any:
+    for seq, count in ((left, right), (right, left)):
+        if isinstance(seq, str | list | tuple) and isinstance(count, int):
+            if len(seq) * max(count, 0) > (MAX_OUTPUT_CHARS if isinstance(seq, str) else MAX_SEQUENCE_ITEMS):
+                raise SecurityError("repetition result too large")
+    return _check_size(left * right)
+
+
+def _safe_power(left: Any, right: Any) -> Any:
+    if isinstance(right, int | float) and abs(right) > MAX_EXPONENT:
+        raise SecurityError(f"exponent larger than {MAX_EXPONENT}")
+    if isinstance(left, int) and isinstance(right, int) and left.bit_length() * max(right, 0) > MAX_INT_BITS:
+        raise SecurityError(f"power larger than {MAX_INT_BITS} bits")
+    return left**right
+
+
+def _safe_modulo(left: Any, right: Any) -> Any:
+    if isinstance(left, str) and _HUGE_FORMAT_WIDTH.search(left):
+        raise SecurityError("format width too large")
+    return _check_size(left % right)
+
+
+def _safe_range(*args: int) -> range:
+    rng = range(*args)
+    if len(rng) > MAX_RANGE:
+        raise SecurityError(f"range longer than {MAX_RANGE}")
+    return rng
+
+
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "*": _safe_multiply,
+    "**": _safe_power,
+    "%": _safe_modulo,
+    "+": lambda a, b: _check_size(operator.add(a, b)),
+}
+
+
+class TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox blueprints render in: immutable, capped, dict keys before attributes."""
+
+    intercepted_binops = frozenset(_BINOPS)
+
+    def __init__(self) -> None:
+        super().__init__(undefined=ChainableUndefined, autoescape=False, keep_trailing_newline=True)
+        for name in ("lipsum", "cycler", "joiner", "namespace"):
+            self.globals.pop(name, None)
+        self.globals["range"] = _safe_range
+        for name in ("center", "indent", "wordwrap", "truncate"):
+            self.filters[name] = _width_capped(self.filters[name])
+        self.filters["format"] = _format_capped(self.filters["format"])
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator in _BINOPS:
+            return _BINOPS[operator](left, right)
+        return super().call_binop(context, operator, left, right)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # Node outputs are dicts: `node.items` must mean the key, not dict.items.
+        if type(obj) is dict and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapper = super().wrap_str_format(value)
+        if wrapper is None:
+            return None
+        if _HUGE_FORMAT_WIDTH.search(value.__self__):
+            raise SecurityError("format width too large")
+        return lambda *args, **kwargs: _check_size(wrapper(*args, **kwargs))  # type: ignore[no-any-return]
+
+
+def _width_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def capped(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args[1:], *kwargs.values()):
+            if isinstance(value, int) and value > MAX_RANGE:
+                raise SecurityError("width too large")
+        return _check_size(fn(*args, **kwargs))
+
+    return capped
+
+
+def _format_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def capped(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, str) and _HUGE_FORMAT_WIDTH.search(value):
+            raise SecurityError("format width too large")
+        return _check_size(fn(value, *args, **kwargs))
+
+    return capped
+
+
+ENV = TemplateEnvironment()
+RESERVED_NAMES = frozenset(ENV.globals)
+
+
+class Scope:
+    """Names visible to templates: this level's variables, then the enclosing scope's."""
+
+    __slots__ = ("parent", "vars")
+
+    def __init__(self, vars: dict[str, Any] | None = None, parent: Scope | None = None) -> None:
+        self.vars = vars if vars is not None else {}
+        self.parent = parent
+
+    def child(self, vars: Mapping[str, Any] | None = None) -> Scope:
+        return Scope(dict(vars) if vars else {}, self)
+
+    def lookup(self, name: str) -> Any:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.vars:
+                return scope.vars[name]
+            scope = scope.parent
+        raise KeyError(name)
+
+    def select(self, names: frozenset[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for name in names:
+            try:
+                found[name] = self.lookup(name)
+            except KeyError:
+                pass
+        return found
+
+
+class Compiled:
+    """A blueprint value compiled once: `render(scope)` gives its value for one run."""
+
+    names: frozenset[str] = frozenset()
+
+    def render(self, scope: Scope) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class Constant(Compiled):
+    value: Any
+    names: frozenset[str] = frozenset()
+
+    def render(self, scope: Scope) -> Any:
+        return self.value
+
+
+@dataclass(slots=True)
+class Expression(Compiled):
+    """A lone `{{ expr }}` or a bare expression: keeps the value's type."""
+
+    source: str
+    function: Any
+    names: frozenset[str]
+
+    def render(self, scope: Scope) -> Any:
+        try:
+            value = self.function(**scope.select(self.names))
+        except TemplateError as exc:
+            raise TemplateFailure(f"expression {self.source!r} failed: {exc}", source=self.source) from exc
+        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
+            raise TemplateFailure(f"expression {self.source!r} failed: {type(exc).__name__}: {exc}", source=self.source) from exc
+        return None if isinstance(value, ChainableUndefined) else value
+
+
+@dataclass(slots=True)
+class Text(Compiled):
+    """Any other string with `{{ }}` in it: renders as text."""
+
+    source: str
+    template: Any
+    names: frozenset[str]
+
+    def render(self, scope: Scope) -> Any:
+        try:
+            text = self.template.render(scope.select(self.names))
+        except TemplateError as exc:
+            raise TemplateFailure(f"template failed: {exc}", source=self.source) from exc
+        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
+            raise TemplateFailure(f"template failed: {type(exc).__name__}: {exc}", source=self.source) from exc
+        if len(text) > MAX_OUTPUT_CHARS:
+            raise TemplateFailure(f"template output longer than {MAX_OUTPUT_CHARS} characters", source=self.source)
+        return text
+
+
+@dataclass(slots=True)
+class MappingValue(Compiled):
+    items: dict[str, Compiled]
+    names: frozenset[str]
+
+    def render(self, scope: Scope) -> Any:
+        return {key: value.render(scope) for key, value in self.items.items()}
+
+
+@dataclass(slots=True)
+class SequenceValue(Compiled):
+    items: list[Compiled]
+    names: frozenset[str]
+
+    def render(self, scope: Scope) -> Any:
+        return [value.render(scope) for value in self.items]
+
+
+def _parse(source: str, code: str) -> nodes.Template:
+    if len(source) > MAX_SOURCE_CHARS:
+        raise TemplateCompileError(code, f"longer than {MAX_SOURCE_CHARS} characters")
+    try:
+        return ENV.parse(source)
+    except TemplateError as exc:
+        raise TemplateCompileError(code, str(exc)) from exc
+    except (RecursionError, MemoryError) as exc:
+        raise TemplateCompileError(code, "nested too deeply") from exc
+
+
+def _only_expressions(tree: nodes.Template, code: str) -> None:
+    for node in tree.body:
+        if not isinstance(node, nodes.Output):
+            raise TemplateCompileError(
+                code, f"statement blocks ({{% ... %}}) are not allowed; found a {type(node).__name__.lower()} block"
+            )
+
+
+def _free_names(tree: nodes.Template) -> frozenset[str]:
+    return frozenset(meta.find_undeclared_variables(tree)) - RESERVED_NAMES
+
+
+def compile_expression(source: str) -> Expression:
+    """A bare expression (conditions, convergence); raises TemplateCompileError."""
+    tree = _parse("{{ " + source + " }}", "expression_syntax")
+    _only_expressions(tree, "expression_syntax")
+    try:
+        function = ENV.compile_expression(source, undefined_to_none=False)
+    except TemplateError as exc:
+        raise TemplateCompileError("expression_syntax", str(exc)) from exc
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise TemplateCompileError("expression_syntax", "nested too deeply") from exc
+    return Expression(source, function, _free_names(tree))
+
+
+def compile_value(value: Any) -> Compiled:
+    """A blueprint value (string, mapping, list, scalar) with its templates compiled."""
+    if isinstance(value, str):
+        if "{{" not in value and "{%" not in value and "{#" not in value:
+            return Constant(value)
+        lone = _LONE_EXPRESSION.match(value)
+        if lone and "{{" not in lone["expr"] and "}}" not in lone["expr"]:
+            try:
+                return compile_expression(lone["expr"].strip())
+            except TemplateCompileError as exc:
+                raise TemplateCompileError("template_syntax", str(exc)) from exc
+        tree = _parse(value, "template_syntax")
+        _only_expressions(tree, "template_syntax")
+        try:
+            template = ENV.from_string(tree)
+        except (RecursionError, MemoryError, SyntaxError) as exc:
+            raise TemplateCompileError("template_syntax", "nested too deeply") from exc
+        return Text(value, template, _free_names(tree))
+    if isinstance(value, Mapping):
+        items = {str(k): compile_value(v) for k, v in value.items()}
+        if all(isinstance(v, Constant) for v in items.values()):
+            return Constant(dict(value))
+        return MappingValue(items, frozenset().union(*(v.names for v in items.values())))
+    if isinstance(value, list | tuple):
+        compiled = [compile_value(v) for v in value]
+        if all(isinstance(v, Constant) for v in compiled):
+            return Constant(list(value))
+        return SequenceValue(compiled, frozenset().union(*(v.names for v in compiled)))
+    return Constant(value)
+
+
+def walk_strings(value: Any) -> Iterator[str]:
+    """Every string inside a blueprint value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from walk_strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from walk_strings(item)
+
+
+def render_text(source: str, data: Mapping[str, Any]) -> Any:
+    """Compile and render one template against plain data (the render_template tool)."""
+    return compile_value(source).render(Scope(dict(data)))

@@ -1,0 +1,36 @@
+"""Node types the engine can run, by name. Each module holds one executor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ice_mcp.nodes.base import NodeType
+
+_NODE_TYPES: dict[str, NodeType] = {}
+_loaded = False
+
+
+def register_node_type(node_type: NodeType) -> None:
+    """Make a node type runnable (and so valid in blueprints)."""
+    _NODE_TYPES[node_type.name] = node_type
+
+
+def node_types() -> Mapping[str, NodeType]:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        _load_builtin()
+    return _NODE_TYPES
+
+
+def _load_builtin() -> None:
+    # Imported here, not at module import, so executors may import the engine freely.
+    from ice_mcp.nodes.condition import CONDITION_NODE
+    from ice_mcp.nodes.loop import LOOP_NODE
+    from ice_mcp.nodes.parallel import PARALLEL_NODE
+    from ice_mcp.nodes.recursive import RECURSIVE_NODE
+    from ice_mcp.nodes.tool import TOOL_NODE
+    from ice_mcp.nodes.workflow import WORKFLOW_NODE
+
+    for node_type in (TOOL_NODE, CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, RECURSIVE_NODE, WORKFLOW_NODE):
+        _NODE_TYPES.setdefault(node_type.name, node_type)

@@ -1,0 +1,12 @@
+"""`condition` nodes: evaluate an expression; the scheduler gates `true_path`/`false_path` on it."""
+
+from __future__ import annotations
+
+from ice_mcp.nodes.base import NodeCall, NodeResult, NodeType
+
+
+async def execute_condition(call: NodeCall) -> NodeResult:
+    return NodeResult({"result": bool(call.evaluate("expression"))})
+
+
+CONDITION_NODE = NodeType(name="condition", execute=execute_condition)

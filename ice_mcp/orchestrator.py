@@ -1,0 +1,290 @@
+"""The orchestrator's public face: validate, register, start, watch, cancel and look up runs."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
+from ice_mcp.blueprint.models import Blueprint, NetworkManifest
+from ice_mcp.engine.context import RunContext, Spend
+from ice_mcp.engine.events import Event, EventLog, Listener
+from ice_mcp.engine.metrics import Metrics
+from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.runner import Runner
+from ice_mcp.engine.store import RunStore
+from ice_mcp.engine.workflows import check_blueprint, compile_plan, plan_for
+from ice_mcp.errors import BlueprintInvalid, InputsInvalid, UnknownName
+from ice_mcp.services import Services, Settings
+from ice_mcp.tools.builtin import register_builtin_tools
+from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
+
+Target = str | Blueprint | Mapping[str, Any] | Path
+RECENT_RUNS = 512
+
+
+class RunHandle:
+    """A run in progress (or finished): its live record, its events, and a way to wait or cancel."""
+
+    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None) -> None:
+        self.record = record
+        self.events = events
+        self._task = task
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def done(self) -> bool:
+        return self._task is None or self._task.done()
+
+    def subscribe(self, listener: Listener) -> None:
+        self.events.listeners.append(listener)
+
+    async def wait(self, timeout: float | None = None) -> RunRecord:
+        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task}, timeout=timeout)
+        return self.record
+
+    def cancel(self) -> bool:
+        """Ask the run to stop: every running node is cancelled; the record ends `cancelled`."""
+        if self._task is None or self._task.done():
+            return False
+        return self._task.cancel()
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        *,
+        registry: Registry | None = None,
+        settings: Settings | None = None,
+        store: RunStore | None = None,
+        builtin_tools: bool = True,
+    ) -> None:
+        self.settings = settings or Settings.from_env()
+        self.registry = registry if registry is not None else DEFAULT_REGISTRY
+        if builtin_tools:
+            register_builtin_tools(self.registry)
+        self.services = Services(self.registry, self.settings)
+        if store is None and self.settings.persist_runs:
+            store = RunStore.in_data_dir(self.settings.data_dir)
+            store.mark_interrupted()
+        self.store = store
+        self.metrics = Metrics()
+        self.runner = Runner()
+        self._handles: OrderedDict[str, RunHandle] = OrderedDict()
+        self._keys: dict[str, str] = {}
+
+    # -- blueprints and the catalogue ---------------------------------------
+
+    def validate(self, source: Target) -> ValidationReport:
+        """Every problem at once, as structured issues, plus a cost estimate. Never raises."""
+        return check_blueprint(_resolve_source(source), self.services)[0]
+
+    def compile(self, source: Target) -> Plan:
+        return compile_plan(_resolve_source(source), self.services)
+
+    def register_blueprint(self, source: Target, *, origin: str = "runtime") -> Blueprint:
+        """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid."""
+        plan = self.compile(source)
+        entry = self.registry.add_workflow(plan.blueprint, origin)
+        entry.plan = plan
+        return plan.blueprint
+
+    def remove_workflow(self, name: str) -> bool:
+        return self.registry.remove("workflow", name)
+
+    def load_blueprints(self, folder: Path | str) -> list[ValidationIssue]:
+        """Register every blueprint in a folder; returns the problems of those that failed."""
+        problems: list[ValidationIssue] = []
+        paths = sorted(p for p in Path(folder).glob("*") if p.suffix in (".json", ".yaml", ".yml"))
+        pending = list(paths)
+        # Blueprints may use each other as workflow nodes: retry until no more register.
+        while pending:
+            failed: list[tuple[Path, BlueprintInvalid]] = []
+            for path in pending:
+                try:
+                    self.register_blueprint(path, origin=str(path))
+                except BlueprintInvalid as exc:
+                    failed.append((path, exc))
+            if len(failed) == len(pending):
+                for path, exc in failed:
+                    problems.extend(e.model_copy(update={"message": f"{path.name}: {e.message}"})
+                                    for e in exc.report.errors)
+                break
+            pending = [path for path, _ in failed]
+        return problems
+
+    # -- runs ---------------------------------------------------------------
+
+    async def start(
+        self,
+        target: Target | Plan,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        on_event: Listener | None = None,
+        globals: Mapping[str, Any] | None = None,
+        parent_spend: Spend | None = None,
+    ) -> RunHandle:
+        """Start a run and return at once. Raises BlueprintInvalid, InputsInvalid or UnknownName."""
+        if idempotency_key:
+            existing = self._by_key(idempotency_key)
+            if existing is not None:
+                if on_event is not None and not existing.done:
+                    existing.subscribe(on_event)
+                return existing
+        plan = target if isinstance(target, Plan) else self._plan(target)
+        inputs = dict(inputs or {})
+        errors = sorted(plan.inputs_validator.iter_errors(inputs), key=lambda e: list(e.path))
+        if errors:
+            problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
+            raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
+                                details={"errors": problems})
+        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=inputs)
+        listeners: list[Listener] = [self.metrics.observe]
+        if on_event is not None:
+            listeners.append(on_event)
+        events = EventLog(record.run_id, listeners)
+        spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
+        ctx = RunContext(record.run_id, self.services, events, spend, self.runner,
+                         globals=dict(globals or {}))
+        if self.store is not None:
+            self.store.save(record, idempotency_key=idempotency_key)
+        task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
+        handle = RunHandle(record, events, task)
+        task.add_done_callback(lambda t: self._finalize(t, handle))
+        self._remember(handle, idempotency_key)
+        return handle
+
+    async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
+        """Run to the end and return the record. Cancelling the caller cancels the run."""
+        handle = await self.start(target, inputs, **options)
+        try:
+            return await handle.wait()
+        except asyncio.CancelledError:
+            handle.cancel()
+            await asyncio.shield(handle.wait())
+            raise
+
+    async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
+        try:
+            return await self.runner.execute(plan, record, ctx)
+        finally:
+            if self.store is not None:
+                self.store.save(record, idempotency_key=key, events=ctx.events.events)
+
+    def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
+        # A run cancelled before its first step never reached the runner: close its record here.
+        if task.cancelled() and handle.record.status == "running":
+            handle.record.status = "cancelled"
+            handle.record.error = {"code": "cancelled", "message": "the run was cancelled before it started"}
+            if self.store is not None:
+                self.store.save(handle.record, events=handle.events.events)
+
+    def _plan(self, target: Target) -> Plan:
+        if isinstance(target, str) and target in self.registry.workflows:
+            return plan_for(self.services, target)
+        if isinstance(target, str) and _is_name(target):
+            raise UnknownName("workflow", target, _nearest(target, self.registry.workflows))
+        return self.compile(target)
+
+    def _remember(self, handle: RunHandle, key: str | None) -> None:
+        self._handles[handle.run_id] = handle
+        if key:
+            self._keys[key] = handle.run_id
+        while len(self._handles) > RECENT_RUNS:
+            oldest_id, oldest = next(iter(self._handles.items()))
+            if not oldest.done:
+                break
+            del self._handles[oldest_id]
+
+    def _by_key(self, key: str) -> RunHandle | None:
+        run_id = self._keys.get(key) or (self.store.by_idempotency_key(key) if self.store else None)
+        if run_id is None:
+            return None
+        handle = self._handles.get(run_id)
+        if handle is None:
+            record = self.get_run(run_id)
+            handle = RunHandle(record, EventLog(run_id), None) if record else None
+        return handle
+
+    def get_handle(self, run_id: str) -> RunHandle | None:
+        return self._handles.get(run_id)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        handle = self._handles.get(run_id)
+        if handle is not None:
+            return handle.record
+        return self.store.get(run_id) if self.store is not None else None
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        handle = self._handles.get(run_id)
+        if handle is not None:
+            return [event.to_dict() for event in handle.events.events]
+        return self.store.events(run_id) if self.store is not None else []
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+        if self.store is not None:
+            stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit)}
+        else:
+            stored = {}
+        live = [h.record for h in self._handles.values()
+                if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
+        merged = {**stored, **{r.run_id: r for r in live}}
+        return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
+
+    async def cancel(self, run_id: str) -> bool:
+        handle = self._handles.get(run_id)
+        if handle is None or not handle.cancel():
+            return False
+        await handle.wait()
+        return True
+
+    async def run_network(self, manifest: NetworkManifest | str | Path | Mapping[str, Any], *,
+                          from_client: bool = True, base_dir: Path | None = None,
+                          on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:
+        from ice_mcp.engine.network import NetworkRunner
+
+        return await NetworkRunner(self, from_client=from_client, base_dir=base_dir).run(manifest, on_event=on_event)
+
+    async def aclose(self) -> None:
+        for handle in list(self._handles.values()):
+            handle.cancel()
+        await asyncio.gather(*(h.wait() for h in self._handles.values()), return_exceptions=True)
+        await self.services.aclose()
+        if self.store is not None:
+            self.store.close()
+
+
+def _resolve_source(source: Target) -> Blueprint | str | Path | Mapping[str, Any]:
+    return source
+
+
+def _is_name(text: str) -> bool:
+    return text.isidentifier() and "\n" not in text
+
+
+def _nearest(name: str, names: Iterable[str]) -> str | None:
+    from ice_mcp.blueprint.issues import nearest
+
+    return nearest(name, names)
+
+
+def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:
+    """Import the user's tool modules (`--tools`, and ICE_MCP_TOOLS: comma-separated)."""
+    names = [m for m in modules if m]
+    names += [m.strip() for m in os.environ.get("ICE_MCP_TOOLS", "").split(",") if m.strip()]
+    for name in names:
+        importlib.import_module(name)
+    return names

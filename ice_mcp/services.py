@@ -1,0 +1,84 @@
+"""Settings and the shared services a run can reach (registry, store, subsystems)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ice_mcp.tools.registry import Registry
+
+T = TypeVar("T")
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "ice_mcp"
+
+
+@dataclass(slots=True)
+class Settings:
+    """Server-wide settings; every field has an embedded default and an environment variable."""
+
+    data_dir: Path = field(default_factory=_default_data_dir)
+    workspace: Path = field(default_factory=Path.cwd)
+    max_workflow_depth: int = 8
+    http_max_bytes: int = 10 * 1024 * 1024
+    http_timeout_seconds: float = 30.0
+    memory_backend: str = "memory"
+    persist_runs: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        env = os.environ
+        values: dict[str, Any] = {}
+        if env.get("ICE_MCP_DATA_DIR"):
+            values["data_dir"] = Path(env["ICE_MCP_DATA_DIR"])
+        if env.get("ICE_MCP_WORKSPACE"):
+            values["workspace"] = Path(env["ICE_MCP_WORKSPACE"])
+        if env.get("ICE_MCP_MAX_WORKFLOW_DEPTH"):
+            values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
+        if env.get("ICE_MCP_MEMORY_BACKEND"):
+            values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("data_dir", "workspace"):
+            values[key] = Path(values[key]).expanduser().resolve() if key in values else None
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+@dataclass(slots=True)
+class Services:
+    """What node executors may use. Subsystems (LLM, sandbox, memory) live in `resource`."""
+
+    registry: Registry
+    settings: Settings
+    _resources: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def resource(self, key: str, factory: Callable[[Services], T]) -> T:
+        """The subsystem stored under `key`, created by `factory` on first use."""
+        try:
+            return self._resources[key]  # type: ignore[no-any-return]
+        except KeyError:
+            with self._lock:
+                if key not in self._resources:
+                    self._resources[key] = factory(self)
+                return self._resources[key]  # type: ignore[no-any-return]
+
+    def set_resource(self, key: str, value: Any) -> None:
+        self._resources[key] = value
+
+    async def aclose(self) -> None:
+        """Close every subsystem that has an `aclose` or `close`."""
+        for value in list(self._resources.values()):
+            closer = getattr(value, "aclose", None)
+            if closer is not None:
+                await closer()
+            elif callable(getattr(value, "close", None)):
+                value.close()
+        self._resources.clear()

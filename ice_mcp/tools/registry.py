@@ -1,0 +1,280 @@
+"""The registry of tools, agents and workflows, and the `@tool` decorator."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ice_mcp.blueprint.issues import nearest
+from ice_mcp.errors import UnknownName
+from ice_mcp.nodes.base import NodeFailure
+
+if TYPE_CHECKING:
+    from ice_mcp.blueprint.models import Blueprint
+    from ice_mcp.engine.plan import Plan
+
+ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnnotations:
+    """What a tool may do, for MCP annotations and workflow-level hints."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+class _ArgsBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+def _input_model(name: str, fn: ToolFunction) -> type[BaseModel]:
+    signature = inspect.signature(fn)
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    return create_model(f"{name}_arguments", __base__=_ArgsBase, **fields)
+
+
+@dataclass(slots=True)
+class ToolEntry:
+    """A callable tool: validated arguments in, a JSON object out."""
+
+    name: str
+    description: str
+    function: ToolFunction
+    input_model: type[BaseModel]
+    annotations: ToolAnnotations = ToolAnnotations()
+    is_async: bool = False
+    blocking: bool = False
+    input_schema: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.input_schema = self.input_model.model_json_schema()
+        self.input_schema.pop("title", None)
+
+    def parse_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            parsed = self.input_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
+            )
+            raise NodeFailure(
+                f"invalid arguments for tool {self.name!r}: {problems}",
+                code="invalid_arguments",
+                retryable=False,
+                details={"errors": exc.errors(include_url=False, include_context=False, include_input=False)},
+            ) from None
+        return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+
+    async def call(self, arguments: dict[str, Any]) -> Any:
+        """Validate the arguments and call the tool; returns what the tool returned."""
+        kwargs = self.parse_arguments(arguments)
+        if self.is_async:
+            return await self.function(**kwargs)
+        if self.blocking:
+            return await asyncio.to_thread(self.function, **kwargs)
+        return self.function(**kwargs)
+
+    async def invoke(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call the tool and return its result as an object (what agents and MCP clients see)."""
+        result = await self.call(arguments)
+        output = getattr(result, "output", result)  # a metered tool's NodeResult
+        return as_object(output)
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """A node's output is an object: anything else is wrapped as `{"result": value}`."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return value if isinstance(value, dict) else {"result": value}
+
+
+class Tool:
+    """Base of class-form tools, for tools that hold state: set `name`, write `run`."""
+
+    name: str = ""
+    description: str = ""
+    annotations: ToolAnnotations = ToolAnnotations()
+    blocking: bool = False
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class AgentEntry:
+    """A registered agent: its configuration (an InlineAgent-shaped dict) and description."""
+
+    name: str
+    description: str
+    config: dict[str, Any]
+
+
+@dataclass(slots=True)
+class WorkflowEntry:
+    name: str
+    blueprint: Blueprint
+    source: str = "runtime"
+    plan: Plan | None = None  # compiled on first use
+
+
+Listener = Callable[[str, str], Any]
+
+
+class Registry:
+    """Everything runnable by name. Listeners hear of each change as (kind, name)."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolEntry] = {}
+        self.agents: dict[str, AgentEntry] = {}
+        self.workflows: dict[str, WorkflowEntry] = {}
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self, kind: str, name: str) -> None:
+        for listener in list(self._listeners):
+            listener(kind, name)
+
+    def add_tool(
+        self,
+        function: ToolFunction | Tool,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        blocking: bool | None = None,
+    ) -> ToolEntry:
+        if isinstance(function, Tool):
+            instance = function
+            entry_name = name or instance.name or type(instance).__name__.lower()
+            target: ToolFunction = instance.run
+            doc = description or instance.description or inspect.getdoc(type(instance)) or ""
+            annotations = annotations or instance.annotations
+            blocking = instance.blocking if blocking is None else blocking
+        else:
+            target = function
+            entry_name = name or function.__name__
+            doc = description or inspect.getdoc(function) or ""
+        entry = ToolEntry(
+            name=entry_name,
+            description=doc.strip().split("\n\n")[0] if doc else entry_name,
+            function=target,
+            input_model=_input_model(entry_name, target),
+            annotations=annotations or ToolAnnotations(),
+            is_async=inspect.iscoroutinefunction(target),
+            blocking=bool(blocking),
+        )
+        self.tools[entry_name] = entry
+        self._changed("tool", entry_name)
+        return entry
+
+    def add_agent(self, name: str, config: dict[str, Any], description: str = "") -> AgentEntry:
+        entry = AgentEntry(name, description or config.get("description", "") or name, config)
+        self.agents[name] = entry
+        self._changed("agent", name)
+        return entry
+
+    def add_workflow(self, blueprint: Blueprint, source: str = "runtime") -> WorkflowEntry:
+        entry = WorkflowEntry(blueprint.name, blueprint, source)
+        self.workflows[blueprint.name] = entry
+        self._changed("workflow", blueprint.name)
+        return entry
+
+    def remove(self, kind: str, name: str) -> bool:
+        table: dict[str, Any] = {"tool": self.tools, "agent": self.agents, "workflow": self.workflows}[kind]
+        if table.pop(name, None) is None:
+            return False
+        self._changed(kind, name)
+        return True
+
+    def tool(self, name: str) -> ToolEntry:
+        try:
+            return self.tools[name]
+        except KeyError:
+            raise UnknownName("tool", name, nearest(name, self.tools)) from None
+
+    def agent(self, name: str) -> AgentEntry:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise UnknownName("agent", name, nearest(name, self.agents)) from None
+
+    def workflow(self, name: str) -> WorkflowEntry:
+        try:
+            return self.workflows[name]
+        except KeyError:
+            raise UnknownName("workflow", name, nearest(name, self.workflows)) from None
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for kind, table in (("workflow", self.workflows), ("tool", self.tools), ("agent", self.agents)):
+            for name in sorted(table):
+                yield kind, name
+
+    def copy(self) -> Registry:
+        other = Registry()
+        other.tools, other.agents, other.workflows = dict(self.tools), dict(self.agents), dict(self.workflows)
+        return other
+
+
+DEFAULT_REGISTRY = Registry()
+
+
+@overload
+def tool(function: ToolFunction, /) -> ToolFunction: ...
+@overload
+def tool(
+    name: str | None = None,
+    /,
+    *,
+    description: str | None = None,
+    annotations: ToolAnnotations | None = None,
+    blocking: bool | None = None,
+    registry: Registry | None = None,
+) -> Callable[[Any], Any]: ...
+
+
+def tool(
+    name_or_function: Any = None,
+    /,
+    *,
+    description: str | None = None,
+    annotations: ToolAnnotations | None = None,
+    blocking: bool | None = None,
+    registry: Registry | None = None,
+) -> Any:
+    """Register a function (sync or async) or a `Tool` class as a tool.
+
+    `@tool`, `@tool("name")`, `@tool(description=..., annotations=...)`. Type hints
+    become the input schema. Sync functions run on the event loop unless
+    `blocking=True`, which runs them in a worker thread.
+    """
+    target = registry or DEFAULT_REGISTRY
+
+    def register(obj: Any, name: str | None) -> Any:
+        if inspect.isclass(obj) and issubclass(obj, Tool):
+            target.add_tool(obj(), name=name, description=description, annotations=annotations, blocking=blocking)
+        else:
+            target.add_tool(obj, name=name, description=description, annotations=annotations, blocking=blocking)
+        return obj
+
+    if callable(name_or_function) and not isinstance(name_or_function, str):
+        return register(name_or_function, None)
+    return lambda obj: register(obj, name_or_function)
+
