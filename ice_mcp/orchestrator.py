@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
+from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.engine.context import RunContext, Spend
 from ice_mcp.engine.events import Event, EventLog, Listener
@@ -89,10 +89,10 @@ class Orchestrator:
 
     def validate(self, source: Target) -> ValidationReport:
         """Every problem at once, as structured issues, plus a cost estimate. Never raises."""
-        return check_blueprint(_resolve_source(source), self.services)[0]
+        return check_blueprint(source, self.services)[0]
 
     def compile(self, source: Target) -> Plan:
-        return compile_plan(_resolve_source(source), self.services)
+        return compile_plan(source, self.services)
 
     def register_blueprint(self, source: Target, *, origin: str = "runtime") -> Blueprint:
         """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid."""
@@ -118,9 +118,9 @@ class Orchestrator:
                 except BlueprintInvalid as exc:
                     failed.append((path, exc))
             if len(failed) == len(pending):
-                for path, exc in failed:
+                for path, invalid in failed:
                     problems.extend(e.model_copy(update={"message": f"{path.name}: {e.message}"})
-                                    for e in exc.report.errors)
+                                    for e in invalid.report.errors)
                 break
             pending = [path for path, _ in failed]
         return problems
@@ -145,10 +145,8 @@ class Orchestrator:
                     existing.subscribe(on_event)
                 return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
-        inputs = dict(inputs or {})
-        errors = sorted(plan.inputs_validator.iter_errors(inputs), key=lambda e: list(e.path))
-        if errors:
-            problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
+        inputs, problems = plan.prepare_inputs(inputs or {})
+        if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
         record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=inputs)
@@ -196,7 +194,7 @@ class Orchestrator:
         if isinstance(target, str) and target in self.registry.workflows:
             return plan_for(self.services, target)
         if isinstance(target, str) and _is_name(target):
-            raise UnknownName("workflow", target, _nearest(target, self.registry.workflows))
+            raise UnknownName("workflow", target, nearest(target, self.registry.workflows))
         return self.compile(target)
 
     def _remember(self, handle: RunHandle, key: str | None) -> None:
@@ -267,18 +265,8 @@ class Orchestrator:
             self.store.close()
 
 
-def _resolve_source(source: Target) -> Blueprint | str | Path | Mapping[str, Any]:
-    return source
-
-
 def _is_name(text: str) -> bool:
     return text.isidentifier() and "\n" not in text
-
-
-def _nearest(name: str, names: Iterable[str]) -> str | None:
-    from ice_mcp.blueprint.issues import nearest
-
-    return nearest(name, names)
 
 
 def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:

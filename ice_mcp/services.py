@@ -63,12 +63,12 @@ class Services:
     def resource(self, key: str, factory: Callable[[Services], T]) -> T:
         """The subsystem stored under `key`, created by `factory` on first use."""
         try:
-            return self._resources[key]  # type: ignore[no-any-return]
+            return self._resources[key]
         except KeyError:
             with self._lock:
                 if key not in self._resources:
                     self._resources[key] = factory(self)
-                return self._resources[key]  # type: ignore[no-any-return]
+                return self._resources[key]
 
     def set_resource(self, key: str, value: Any) -> None:
         self._resources[key] = value

@@ -30,7 +30,12 @@ from ice_mcp.blueprint.models import (
 )
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
-from ice_mcp.engine.templates import Compiled, TemplateCompileError, compile_expression, compile_value
+from ice_mcp.engine.templates import (
+    Compiled,
+    TemplateCompileError,
+    compile_expression,
+    compile_value,
+)
 from ice_mcp.nodes.base import NodeType
 from ice_mcp.services import Services
 
@@ -92,7 +97,7 @@ class Compiler:
             return None
         try:
             cls = validator_for(schema)
-            cls.check_schema(schema)
+            cls.check_schema(dict(schema))
         except SchemaError as exc:
             self.issue("invalid_schema", f"`inputs` is not a valid JSON Schema: {exc.message}", field="inputs")
             return None
@@ -353,5 +358,5 @@ class Compiler:
         entry = self.registry.workflows.get(name)
         plan = getattr(entry, "plan", None)
         if plan is not None:
-            return plan.estimate  # type: ignore[no-any-return]
+            return plan.estimate
         return CostEstimate()

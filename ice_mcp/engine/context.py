@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 Sleep = Callable[[float], Awaitable[Any]]
 
 
-class RunStopped(Exception):  # noqa: N818 - a signal that unwinds every level of a run, not an error
+class RunStopped(Exception):
     """Stops the whole run (budget reached) through every level of nesting."""
 
     def __init__(self, status: str, message: str) -> None:
@@ -105,7 +105,9 @@ class RunContext:
 
     async def run_workflow(self, name: str, inputs: dict[str, Any], *, label: str | None = None) -> SubgraphResult:
         """Run a registered workflow inside this run (depth-limited); its nodes charge this run."""
-        from ice_mcp.engine.workflows import plan_for  # the registry lookup lives with the workflows
+        from ice_mcp.engine.workflows import (
+            plan_for,  # the registry lookup lives with the workflows
+        )
 
         limit = self.services.settings.max_workflow_depth
         if self.depth + 1 > limit:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,3 +67,13 @@ class Plan:
     @property
     def name(self) -> str:
         return self.blueprint.name
+
+    def prepare_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
+        """The inputs with top-level schema defaults filled in, and every schema violation."""
+        filled = dict(inputs)
+        for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
+            if key not in filled and isinstance(prop, Mapping) and "default" in prop:
+                filled[key] = prop["default"]
+        errors = sorted(self.inputs_validator.iter_errors(filled), key=lambda e: list(e.path))
+        problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
+        return filled, problems

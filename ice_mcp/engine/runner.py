@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from typing import Any
 
 from ice_mcp.engine.context import GraphRunner, RunContext, RunStopped, SubgraphResult
@@ -85,10 +84,10 @@ class Runner(GraphRunner):
         return rendered if isinstance(rendered, dict) else {"result": rendered}
 
     async def run_workflow(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
-        errors = sorted(plan.inputs_validator.iter_errors(inputs), key=lambda e: list(e.path))
-        if errors:
-            raise NodeFailure(f"invalid inputs for workflow {plan.name!r}: {errors[0].message}",
-                              code="invalid_inputs", retryable=False)
+        inputs, problems = plan.prepare_inputs(inputs)
+        if problems:
+            raise NodeFailure(f"invalid inputs for workflow {plan.name!r}: {problems[0]['path']}: {problems[0]['message']}",
+                              code="invalid_inputs", retryable=False, details={"errors": problems})
         scope = Scope({"inputs": inputs, "global": ctx.globals})
         result = await self.run_graph(plan.graph, scope, ctx)
         result.output = self._outputs(plan, scope, result)
@@ -96,96 +95,10 @@ class Runner(GraphRunner):
 
     async def run_graph(self, graph: Graph, scope: Scope, ctx: RunContext,
                         records: dict[str, NodeRecord] | None = None) -> SubgraphResult:
-        level = scope.child()
-        outputs = level.vars
-        records = records if records is not None else {}
-        for node_id in graph.nodes:
-            records[node_id] = NodeRecord()
-        scheduler = Scheduler(graph.shape, graph.max_parallel)
-        running: dict[asyncio.Task[NodeResult], str] = {}
-        started: dict[str, float] = {}
-        finished: deque[asyncio.Task[NodeResult]] = deque()
-        loop = asyncio.get_running_loop()
-        wakeup: asyncio.Future[None] | None = None
+        return await _GraphRun(self, graph, scope, ctx, records).run()
 
-        def on_done(task: asyncio.Task[NodeResult]) -> None:
-            finished.append(task)
-            if wakeup is not None and not wakeup.done():
-                wakeup.set_result(None)
-
-        def skip(node_ids: list[str]) -> None:
-            for node_id in node_ids:
-                outputs[node_id] = None
-                records[node_id].status = "skipped"
-                ctx.emit("node_skipped", node_id)
-
-        skip(scheduler.initial_skips())
-        try:
-            while True:
-                for node_id in scheduler.take_ready():
-                    records[node_id].status = "running"
-                    started[node_id] = time.perf_counter()
-                    task = loop.create_task(self._run_node(graph.nodes[node_id], level, ctx, records[node_id]))
-                    task.add_done_callback(on_done)
-                    running[task] = node_id
-                if not running:
-                    break
-                if not finished:
-                    wakeup = loop.create_future()
-                    await wakeup
-                    wakeup = None
-                while finished:
-                    task = finished.popleft()
-                    node_id = running.pop(task)
-                    record = records[node_id]
-                    record.duration_ms = (time.perf_counter() - started[node_id]) * 1000
-                    node = graph.nodes[node_id]
-                    exc = task.exception()
-                    if exc is None:
-                        result = task.result()
-                        record.status, record.output = "succeeded", result.output
-                        record.cost_usd, record.usage = result.cost_usd, result.usage
-                        outputs[node_id] = result.output
-                        ctx.emit("node_succeeded", node_id, record.attempts, type=node.type,
-                                 duration_ms=record.duration_ms, cost_usd=result.cost_usd,
-                                 tokens=result.usage.total)
-                        if not node.is_container and (result.cost_usd or result.usage.total):
-                            ctx.spend.charge(result.cost_usd, result.usage)
-                        branch = bool(result.output.get("result")) if node.type == "condition" else None
-                        skip(scheduler.succeeded(node_id, branch))
-                    elif isinstance(exc, RunStopped):
-                        record.status = "cancelled"
-                        scheduler.cancelled(node_id)
-                        raise exc
-                    else:
-                        failure = failure_of(exc)
-                        record.status, record.error = "failed", failure.as_dict()
-                        ctx.emit("node_failed", node_id, record.attempts, type=node.type,
-                                 duration_ms=record.duration_ms, error=record.error)
-                        if node.spec.on_error == "continue":
-                            record.output = outputs[node_id] = {"error": record.error}
-                        skip(scheduler.failed(node_id))
-                if scheduler.stopped:
-                    break
-        finally:
-            for node_id in scheduler.stop():
-                records[node_id].status = "cancelled"
-            if running:
-                for task in running:
-                    task.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
-                for task, node_id in running.items():
-                    records[node_id].status = "cancelled"
-                    ctx.emit("node_cancelled", node_id, records[node_id].attempts)
-        if scheduler.failed_node is not None:
-            raise GraphFailed(scheduler.failed_node, records[scheduler.failed_node].error or {})
-        output = graph.output.render(level) if graph.output is not None else graph.sink_output(outputs)
-        usage = Usage()
-        for record in records.values():
-            usage.add(record.usage)
-        return SubgraphResult(output, dict(outputs), records, sum(r.cost_usd for r in records.values()), usage)
-
-    async def _run_node(self, node: PlanNode, scope: Scope, ctx: RunContext, record: NodeRecord) -> NodeResult:
+    async def run_node(self, node: PlanNode, scope: Scope, ctx: RunContext, record: NodeRecord) -> NodeResult:
+        """All attempts of one node: retries with backoff, a timeout per attempt."""
         spec = node.spec
         ctx.emit("node_started", node.id, 1)
         attempt = 0
@@ -211,3 +124,125 @@ class Runner(GraphRunner):
             delay = backoff_delay(spec.backoff, spec.backoff_seconds, attempt)
             ctx.emit("node_retrying", node.id, attempt, error=failure.as_dict(), delay_seconds=delay)
             await ctx.sleep(delay)
+
+
+class _GraphRun:
+    """One execution of one graph. A finishing node settles itself and starts what became ready,
+    in the same event-loop step; the driver only waits for the end."""
+
+    def __init__(self, runner: Runner, graph: Graph, scope: Scope, ctx: RunContext,
+                 records: dict[str, NodeRecord] | None) -> None:
+        self.runner, self.graph, self.ctx = runner, graph, ctx
+        self.level = scope.child()
+        self.outputs = self.level.vars
+        self.records = records if records is not None else {}
+        for node_id in graph.nodes:
+            self.records[node_id] = NodeRecord()
+        self.scheduler = Scheduler(graph.shape, graph.max_parallel)
+        self.running: dict[str, asyncio.Task[None]] = {}
+        self.loop = asyncio.get_running_loop()
+        self.finished: asyncio.Future[None] = self.loop.create_future()
+        self.stop_reason: BaseException | None = None
+
+    async def run(self) -> SubgraphResult:
+        try:
+            self._skip(self.scheduler.initial_skips())
+            self._start_ready()
+            if not self.scheduler.finished:
+                await self.finished
+        finally:
+            await self._cancel_running()
+        if self.stop_reason is not None:
+            raise self.stop_reason
+        if self.scheduler.failed_node is not None:
+            raise GraphFailed(self.scheduler.failed_node, self.records[self.scheduler.failed_node].error or {})
+        graph, outputs = self.graph, self.outputs
+        output = graph.output.render(self.level) if graph.output is not None else graph.sink_output(outputs)
+        usage = Usage()
+        for record in self.records.values():
+            usage.add(record.usage)
+        return SubgraphResult(output, dict(outputs), self.records, sum(r.cost_usd for r in self.records.values()),
+                              usage)
+
+    def _start_ready(self) -> None:
+        for node_id in self.scheduler.take_ready():
+            self.records[node_id].status = "running"
+            self.running[node_id] = self.loop.create_task(self._node(node_id))
+        if self.scheduler.finished and not self.finished.done():
+            self.finished.set_result(None)
+
+    async def _node(self, node_id: str) -> None:
+        node, record = self.graph.nodes[node_id], self.records[node_id]
+        started = time.perf_counter()
+        try:
+            result = await self.runner.run_node(node, self.level, self.ctx, record)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            record.duration_ms = (time.perf_counter() - started) * 1000
+            self._settle_failure(node_id, exc)
+        else:
+            record.duration_ms = (time.perf_counter() - started) * 1000
+            self._settle_success(node_id, result)
+        finally:
+            self.running.pop(node_id, None)
+        if self.stop_reason is None:
+            self._start_ready()
+
+    def _settle_success(self, node_id: str, result: NodeResult) -> None:
+        node, record, ctx = self.graph.nodes[node_id], self.records[node_id], self.ctx
+        record.status, record.output = "succeeded", result.output
+        record.cost_usd, record.usage = result.cost_usd, result.usage
+        self.outputs[node_id] = result.output
+        ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
+                 cost_usd=result.cost_usd, tokens=result.usage.total)
+        branch = bool(result.output.get("result")) if node.type == "condition" else None
+        self._skip(self.scheduler.succeeded(node_id, branch))
+        if not node.is_container and (result.cost_usd or result.usage.total):
+            try:
+                ctx.spend.charge(result.cost_usd, result.usage)
+            except RunStopped as stop:
+                self._stop(stop)
+
+    def _settle_failure(self, node_id: str, exc: BaseException) -> None:
+        node, record = self.graph.nodes[node_id], self.records[node_id]
+        if isinstance(exc, RunStopped):
+            record.status = "cancelled"
+            self.scheduler.cancelled(node_id)
+            self._stop(exc)
+            return
+        failure = failure_of(exc)
+        record.status, record.error = "failed", failure.as_dict()
+        self.ctx.emit("node_failed", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
+                      error=record.error)
+        if node.spec.on_error == "continue":
+            record.output = self.outputs[node_id] = {"error": record.error}
+        self._skip(self.scheduler.failed(node_id))
+        if self.scheduler.stopped and not self.finished.done():
+            self.finished.set_result(None)
+
+    def _stop(self, reason: BaseException) -> None:
+        self.stop_reason = self.stop_reason or reason
+        self.scheduler.stopped = True
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def _skip(self, node_ids: list[str]) -> None:
+        for node_id in node_ids:
+            self.outputs[node_id] = None
+            self.records[node_id].status = "skipped"
+            self.ctx.emit("node_skipped", node_id)
+
+    async def _cancel_running(self) -> None:
+        for node_id in self.scheduler.stop():
+            self.records[node_id].status = "cancelled"
+        tasks = dict(self.running)
+        if not tasks:
+            return
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for node_id in tasks:
+            self.records[node_id].status = "cancelled"
+            self.scheduler.cancelled(node_id)
+            self.ctx.emit("node_cancelled", node_id, self.records[node_id].attempts)

@@ -122,7 +122,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             return None
         if _HUGE_FORMAT_WIDTH.search(value.__self__):
             raise SecurityError("format width too large")
-        return lambda *args, **kwargs: _check_size(wrapper(*args, **kwargs))  # type: ignore[no-any-return]
+        return lambda *args, **kwargs: _check_size(wrapper(*args, **kwargs))
 
 
 def _width_capped(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -66,6 +66,8 @@ class ToolEntry:
         self.input_schema.pop("title", None)
 
     def parse_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not arguments and not self.input_model.model_fields:
+            return {}
         try:
             parsed = self.input_model.model_validate(arguments)
         except ValidationError as exc:
@@ -198,7 +200,8 @@ class Registry:
         return entry
 
     def remove(self, kind: str, name: str) -> bool:
-        table: dict[str, Any] = {"tool": self.tools, "agent": self.agents, "workflow": self.workflows}[kind]
+        tables: dict[str, dict[str, Any]] = {"tool": self.tools, "agent": self.agents, "workflow": self.workflows}
+        table = tables[kind]
         if table.pop(name, None) is None:
             return False
         self._changed(kind, name)

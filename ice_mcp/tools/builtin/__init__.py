@@ -34,6 +34,6 @@ BUILTIN_TOOLS = (
 
 
 def register_builtin_tools(registry: Registry) -> None:
-    for function, annotations, blocking in BUILTIN_TOOLS:
+    for function, hints, blocking in BUILTIN_TOOLS:
         if function.__name__ not in registry.tools:
-            registry.add_tool(function, annotations=annotations, blocking=blocking)
+            registry.add_tool(function, annotations=hints, blocking=blocking)

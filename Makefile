@@ -1,0 +1,36 @@
+# Two commands do all the set-up from a fresh clone: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test setup test-setup lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(STAMP)
+
+test-setup: setup
+
+run: setup
+	$(VENV)/bin/ice-mcp run examples/sales_report.yaml --data-dir .data
+
+test: test-setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check ice_mcp tests bench
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) bench/engine.py
+
+clean:
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,245 @@
+"""The `ice-mcp` command line: run, validate, networks, runs, and (from the server) serve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ice_mcp.blueprint.issues import ValidationReport
+from ice_mcp.engine.events import Event
+from ice_mcp.errors import BlueprintInvalid, IceError
+from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+from ice_mcp.services import Settings
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tools", action="append", default=[], metavar="MODULE",
+                        help="import a Python module that registers tools (repeatable; also ICE_MCP_TOOLS)")
+    parser.add_argument("--blueprints", action="append", default=[], metavar="DIR",
+                        help="register every blueprint in this folder (repeatable)")
+    parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a blueprint file and print its run record as JSON")
+    run.add_argument("file", help="blueprint (JSON or YAML), or the name of a registered workflow")
+    run.add_argument("--inputs", help="inputs as a JSON object")
+    run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
+                     help="one input (VALUE is parsed as JSON when it can be); repeatable")
+    run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    _common(run)
+
+    validate = commands.add_parser("validate", help="check a blueprint; every problem is listed")
+    validate.add_argument("file")
+    validate.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(validate)
+
+    network = commands.add_parser("network", help="network manifests")
+    network_commands = network.add_subparsers(dest="network_command", required=True, metavar="COMMAND")
+    network_run = network_commands.add_parser("run", help="run a network manifest")
+    network_run.add_argument("manifest")
+    _common(network_run)
+
+    runs = commands.add_parser("runs", help="recorded runs")
+    runs_commands = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
+    runs_list = runs_commands.add_parser("list", help="the latest runs")
+    runs_list.add_argument("--status")
+    runs_list.add_argument("--workflow")
+    runs_list.add_argument("--limit", type=int, default=20)
+    _common(runs_list)
+    runs_show = runs_commands.add_parser("show", help="one run's record")
+    runs_show.add_argument("run_id")
+    runs_show.add_argument("--events", action="store_true", help="include the event stream")
+    _common(runs_show)
+
+    _add_extension_commands(commands)
+    return parser
+
+
+def _add_extension_commands(commands: Any) -> None:
+    """Commands contributed by the server and the sandbox, when they are installed."""
+    try:
+        from ice_mcp.server.cli import add_serve_commands
+    except ImportError:
+        pass
+    else:
+        add_serve_commands(commands)
+    try:
+        from ice_mcp.sandbox import warmup_cli
+    except ImportError:
+        pass
+    else:
+        sandbox = commands.add_parser("sandbox", help="the WebAssembly sandbox for code nodes")
+        sandbox_commands = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="COMMAND")
+        warmup = sandbox_commands.add_parser("warmup", help="install and compile the sandbox runtime ahead of time")
+        warmup.set_defaults(handler=lambda args: warmup_cli())
+
+
+def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
+    import_tool_modules(args.tools)
+    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace)
+    orchestrator = Orchestrator(settings=settings)
+    for folder in args.blueprints:
+        for problem in orchestrator.load_blueprints(folder):
+            print(f"warning: {problem.message}", file=sys.stderr)
+    return orchestrator
+
+
+def parse_inputs(text: str | None, pairs: Sequence[str]) -> dict[str, Any]:
+    inputs: dict[str, Any] = {}
+    if text:
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise IceError("--inputs must be a JSON object", code="invalid_inputs")
+        inputs.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise IceError(f"-i expects KEY=VALUE, got {pair!r}", code="invalid_inputs")
+        try:
+            inputs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            inputs[key] = value
+    return inputs
+
+
+def print_report(report: ValidationReport, source: str) -> None:
+    if report.ok:
+        estimate = report.estimate
+        calls = estimate.llm_calls_max if estimate.llm_calls_max is not None else "unbounded"
+        print(f"{source}: valid (LLM calls {estimate.llm_calls_min}..{calls})")
+        return
+    print(f"{source}: {len(report.errors)} problem(s)", file=sys.stderr)
+    for issue in report.errors:
+        where = ".".join(p for p in (issue.node_id, issue.field) if p) or "blueprint"
+        hint = f" (did you mean {issue.suggestion!r}?)" if issue.suggestion else ""
+        print(f"  [{issue.code}] {where}: {issue.message}{hint}", file=sys.stderr)
+
+
+class Progress:
+    """A live table of node states on the terminal (stderr), fed by run events."""
+
+    SYMBOLS = {"node_started": "running", "node_retrying": "retrying", "node_succeeded": "succeeded",
+               "node_failed": "failed", "node_skipped": "skipped", "node_cancelled": "cancelled"}
+    STYLES = {"running": "yellow", "retrying": "magenta", "succeeded": "green", "failed": "red",
+              "skipped": "dim", "cancelled": "red"}
+
+    def __init__(self, node_ids: Sequence[str]) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.states = dict.fromkeys(node_ids, "pending")
+        self.live = Live(self._table(), console=Console(stderr=True), refresh_per_second=12, transient=False)
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold")
+        table.add_column("node")
+        table.add_column("state")
+        for node_id, state in self.states.items():
+            table.add_row(node_id, f"[{self.STYLES.get(state, 'white')}]{state}[/]")
+        return table
+
+    def __call__(self, event: Event) -> None:
+        if event.top_level and event.type in self.SYMBOLS and event.node_id in self.states:
+            self.states[event.node_id] = self.SYMBOLS[event.type]
+            self.live.update(self._table())
+
+
+async def _run(args: argparse.Namespace) -> int:
+    orchestrator = make_orchestrator(args)
+    try:
+        inputs = parse_inputs(args.inputs, args.input)
+        target: Any = args.file if args.file in orchestrator.registry.workflows else Path(args.file)
+        plan = orchestrator.compile(target)
+        progress = None
+        if not args.no_progress and sys.stderr.isatty():
+            progress = Progress(list(plan.graph.nodes))
+            progress.live.start()
+        try:
+            record = await orchestrator.run(plan, inputs, on_event=progress)
+        finally:
+            if progress is not None:
+                progress.live.stop()
+        print(json.dumps(record.to_dict(), indent=2, default=str))
+        return 0 if record.status == "succeeded" else 1
+    finally:
+        await orchestrator.aclose()
+
+
+async def _network(args: argparse.Namespace) -> int:
+    orchestrator = make_orchestrator(args)
+    try:
+        result = await orchestrator.run_network(Path(args.manifest), from_client=False,
+                                                base_dir=Path(args.manifest).resolve().parent)
+        print(json.dumps(result, indent=2, default=str))
+        return 0 if result["status"] == "succeeded" else 1
+    finally:
+        await orchestrator.aclose()
+
+
+def _validate(args: argparse.Namespace) -> int:
+    orchestrator = make_orchestrator(args)
+    report = orchestrator.validate(Path(args.file))
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print_report(report, args.file)
+    return 0 if report.ok else 1
+
+
+def _runs(args: argparse.Namespace) -> int:
+    settings = Settings.from_env(data_dir=args.data_dir)
+    orchestrator = Orchestrator(settings=settings)
+    if args.runs_command == "list":
+        for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit):
+            data = record.to_dict()
+            print(f"{record.run_id}  {data['started_at']}  {record.status:<11} {record.workflow}")
+        return 0
+    found = orchestrator.get_run(args.run_id)
+    if found is None:
+        print(f"no run {args.run_id!r}", file=sys.stderr)
+        return 1
+    data = found.to_dict()
+    if args.events:
+        data["events"] = orchestrator.run_events(args.run_id)
+    print(json.dumps(data, indent=2, default=str))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if getattr(args, "handler", None) is not None:
+            return int(args.handler(args) or 0)
+        if args.command == "run":
+            return asyncio.run(_run(args))
+        if args.command == "validate":
+            return _validate(args)
+        if args.command == "network":
+            return asyncio.run(_network(args))
+        if args.command == "runs":
+            return _runs(args)
+    except BlueprintInvalid as exc:
+        print_report(exc.report, str(getattr(args, "file", None) or getattr(args, "manifest", "blueprint")))
+        return 1
+    except IceError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
