@@ -13,7 +13,7 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
-from ice_mcp.engine.context import RunContext, Spend
+from ice_mcp.engine.context import RunContext, Sleep, Spend
 from ice_mcp.engine.events import Event, EventLog, Listener
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
@@ -70,6 +70,7 @@ class Orchestrator:
         settings: Settings | None = None,
         store: RunStore | None = None,
         builtin_tools: bool = True,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.settings = settings or Settings.from_env()
         self.registry = registry if registry is not None else DEFAULT_REGISTRY
@@ -78,8 +79,8 @@ class Orchestrator:
         self.services = Services(self.registry, self.settings)
         if store is None and self.settings.persist_runs:
             store = RunStore.in_data_dir(self.settings.data_dir)
-            store.mark_interrupted()
         self.store = store
+        self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
         self.runner = Runner()
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
@@ -155,7 +156,7 @@ class Orchestrator:
             listeners.append(on_event)
         events = EventLog(record.run_id, listeners)
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
-        ctx = RunContext(record.run_id, self.services, events, spend, self.runner,
+        ctx = RunContext(record.run_id, self.services, events, spend, self.runner, sleep=self.sleep,
                          globals=dict(globals or {}))
         if self.store is not None:
             self.store.save(record, idempotency_key=idempotency_key)
@@ -216,6 +217,10 @@ class Orchestrator:
             record = self.get_run(run_id)
             handle = RunHandle(record, EventLog(run_id), None) if record else None
         return handle
+
+    def recover_interrupted_runs(self) -> int:
+        """At server start: runs left `running` by a process that died are marked failed."""
+        return self.store.mark_interrupted() if self.store is not None else 0
 
     def get_handle(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)

@@ -206,6 +206,8 @@ class Compiler:
         if node_type is None:
             self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation",
                        spec.id, "type")
+        if isinstance(spec, RecursiveNode) and spec.agent and "agent" not in self.node_types:
+            self.issue("unavailable_node_type", "agent nodes are not available in this installation", spec.id, "agent")
         names: set[str] = set()
         templates: dict[str, Compiled] = {}
         subgraphs: dict[str, Graph] = {}

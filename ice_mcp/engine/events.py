@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class Event:
 
 
 Listener = Callable[[Event], None]
+logger = logging.getLogger(__name__)
 
 
 class EventLog:
@@ -63,5 +65,8 @@ class EventLog:
         event = Event(kind, self.run_id, len(self.events), time.time(), node_id, attempt, data)
         self.events.append(event)
         for listener in self.listeners:
-            listener(event)
+            try:
+                listener(event)
+            except Exception:  # an observer's bug must not break the run it observes
+                logger.exception("event listener failed on %s", kind)
         return event

@@ -177,17 +177,23 @@ class _GraphRun:
         try:
             result = await self.runner.run_node(node, self.level, self.ctx, record)
         except asyncio.CancelledError:
+            self.running.pop(node_id, None)
             raise
         except BaseException as exc:
-            record.duration_ms = (time.perf_counter() - started) * 1000
-            self._settle_failure(node_id, exc)
+            outcome: NodeResult | BaseException = exc
         else:
-            record.duration_ms = (time.perf_counter() - started) * 1000
-            self._settle_success(node_id, result)
-        finally:
-            self.running.pop(node_id, None)
-        if self.stop_reason is None:
-            self._start_ready()
+            outcome = result
+        self.running.pop(node_id, None)
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        try:
+            if isinstance(outcome, NodeResult):
+                self._settle_success(node_id, outcome)
+            else:
+                self._settle_failure(node_id, outcome)
+            if self.stop_reason is None:
+                self._start_ready()
+        except Exception as exc:  # an engine bug ends the graph with a readable error, never a hang
+            self._stop(exc)
 
     def _settle_success(self, node_id: str, result: NodeResult) -> None:
         node, record, ctx = self.graph.nodes[node_id], self.records[node_id], self.ctx

@@ -6,6 +6,7 @@ and every operation that could blow up in size or time is capped.
 
 from __future__ import annotations
 
+import copy
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -193,6 +194,9 @@ class Constant(Compiled):
     names: frozenset[str] = frozenset()
 
     def render(self, scope: Scope) -> Any:
+        # A fresh copy per run: a tool that mutates its arguments must not change the blueprint.
+        if isinstance(self.value, dict | list):
+            return copy.deepcopy(self.value) if self.value else type(self.value)()
         return self.value
 
 
