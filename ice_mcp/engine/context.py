@@ -94,7 +94,9 @@ class RunContext:
     top_level: bool = True
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
-        self.events.emit(kind, self.path + node_id if node_id is not None else None, attempt, **data)
+        if node_id is not None and self.path:
+            node_id = self.path + node_id
+        self.events.emit(kind, node_id, attempt, **data)
 
     def nested(self, label: str) -> RunContext:
         """The context for a sub-graph: event node ids are prefixed with `label`."""

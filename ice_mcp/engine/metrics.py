@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ class TypeMetrics:
     latency_ms_max: float = 0.0
     cost_usd: float = 0.0
     tokens: int = 0
-    latencies: list[float] = field(default_factory=list)
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
 
     def to_dict(self) -> dict[str, Any]:
         ordered = sorted(self.latencies)
@@ -36,12 +37,11 @@ class TypeMetrics:
 
 
 class Metrics:
-    """Aggregates node outcomes by node type; keeps the last `window` latencies for percentiles."""
+    """Aggregates node outcomes by node type; keeps the last 1,024 latencies per type for percentiles."""
 
-    def __init__(self, window: int = 1024) -> None:
+    def __init__(self) -> None:
         self.by_type: dict[str, TypeMetrics] = {}
         self.runs: dict[str, int] = {}
-        self.window = window
 
     def observe(self, event: Event) -> None:
         if event.type == "run_finished":
@@ -50,7 +50,10 @@ class Metrics:
             return
         if event.type not in ("node_succeeded", "node_failed"):
             return
-        metrics = self.by_type.setdefault(str(event.data.get("type")), TypeMetrics())
+        node_type = str(event.data.get("type"))
+        metrics = self.by_type.get(node_type)
+        if metrics is None:
+            metrics = self.by_type[node_type] = TypeMetrics()
         latency = float(event.data.get("duration_ms", 0.0))
         metrics.count += 1
         if event.type == "node_succeeded":
@@ -62,8 +65,6 @@ class Metrics:
         metrics.latency_ms_total += latency
         metrics.latency_ms_max = max(metrics.latency_ms_max, latency)
         metrics.latencies.append(latency)
-        if len(metrics.latencies) > self.window:
-            del metrics.latencies[: len(metrics.latencies) - self.window]
 
     def snapshot(self) -> dict[str, Any]:
         return {"runs": dict(self.runs), "node_types": {k: v.to_dict() for k, v in sorted(self.by_type.items())}}
