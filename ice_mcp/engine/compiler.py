@@ -36,6 +36,7 @@ from ice_mcp.engine.templates import (
     compile_expression,
     compile_value,
 )
+from ice_mcp.nodes import unavailable_reason
 from ice_mcp.nodes.base import NodeType
 from ice_mcp.services import Services
 
@@ -204,8 +205,9 @@ class Compiler:
               ) -> tuple[PlanNode | None, set[str], CostEstimate]:
         node_type = self.node_types.get(spec.type)
         if node_type is None:
-            self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation",
-                       spec.id, "type")
+            reason = unavailable_reason(spec.type)
+            self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation"
+                       + (f" ({reason})" if reason else ""), spec.id, "type")
         if isinstance(spec, RecursiveNode) and spec.agent and "agent" not in self.node_types:
             self.issue("unavailable_node_type", "agent nodes are not available in this installation", spec.id, "agent")
         names: set[str] = set()

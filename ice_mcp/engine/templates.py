@@ -10,6 +10,7 @@ import copy
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +189,17 @@ class Compiled:
         raise NotImplementedError
 
 
+@contextmanager
+def _render_errors(what: str, source: str) -> Iterator[None]:
+    """Any error while rendering becomes a TemplateFailure naming the template."""
+    try:
+        yield
+    except TemplateError as exc:
+        raise TemplateFailure(f"{what} failed: {exc}", source=source) from exc
+    except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
+        raise TemplateFailure(f"{what} failed: {type(exc).__name__}: {exc}", source=source) from exc
+
+
 @dataclass(slots=True)
 class Constant(Compiled):
     value: Any
@@ -209,12 +221,8 @@ class Expression(Compiled):
     names: frozenset[str]
 
     def render(self, scope: Scope) -> Any:
-        try:
+        with _render_errors(f"expression {self.source!r}", self.source):
             value = self.function(**scope.select(self.names))
-        except TemplateError as exc:
-            raise TemplateFailure(f"expression {self.source!r} failed: {exc}", source=self.source) from exc
-        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
-            raise TemplateFailure(f"expression {self.source!r} failed: {type(exc).__name__}: {exc}", source=self.source) from exc
         return None if isinstance(value, ChainableUndefined) else value
 
 
@@ -227,12 +235,8 @@ class Text(Compiled):
     names: frozenset[str]
 
     def render(self, scope: Scope) -> Any:
-        try:
+        with _render_errors("template", self.source):
             text = self.template.render(scope.select(self.names))
-        except TemplateError as exc:
-            raise TemplateFailure(f"template failed: {exc}", source=self.source) from exc
-        except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
-            raise TemplateFailure(f"template failed: {type(exc).__name__}: {exc}", source=self.source) from exc
         if len(text) > MAX_OUTPUT_CHARS:
             raise TemplateFailure(f"template output longer than {MAX_OUTPUT_CHARS} characters", source=self.source)
         return text

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.errors import IceError
+
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
     from ice_mcp.blueprint.models import NodeSpec
@@ -46,12 +48,14 @@ class NodeResult:
     usage: Usage = field(default_factory=Usage)
 
 
-class NodeFailure(Exception):
+class NodeFailure(IceError):
     """A failure the user (or a model) should read: a clear code and message.
 
     `retryable=False` tells the engine that another attempt cannot help
     (bad arguments, a sandbox violation, an unknown name).
     """
+
+    code = "node_error"
 
     def __init__(
         self,
@@ -61,17 +65,8 @@ class NodeFailure(Exception):
         retryable: bool = True,
         details: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
+        super().__init__(message, code=code, details=details)
         self.retryable = retryable
-        self.details = dict(details or {})
-
-    def as_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            error["details"] = self.details
-        return error
 
 
 @dataclass(slots=True)
