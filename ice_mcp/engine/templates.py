@@ -106,11 +106,21 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         for name in ("center", "indent", "wordwrap", "truncate"):
             self.filters[name] = _width_capped(self.filters[name])
         self.filters["format"] = _format_capped(self.filters["format"])
+        self.filters["replace"] = _replace_capped(self.filters["replace"])
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator in _BINOPS:
             return _BINOPS[operator](left, right)
         return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        # Methods of built-in values (`'a'.ljust(n)`, `s.replace(a, b)`) can build huge results in C.
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str | bytes | list | tuple | dict):
+            _check_call_arguments(args, kwargs)
+            if getattr(__obj, "__name__", "") == "replace" and isinstance(owner, str) and len(args) >= 2:
+                _check_replace(owner, args[0], args[1])
+        return _check_size(super().call(__context, __obj, *args, **kwargs))
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         # Node outputs are dicts: `node.items` must mean the key, not dict.items.
@@ -125,6 +135,28 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         if _HUGE_FORMAT_WIDTH.search(value.__self__):
             raise SecurityError("format width too large")
         return lambda *args, **kwargs: _check_size(wrapper(*args, **kwargs))
+
+
+def _check_call_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RANGE:
+            raise SecurityError(f"argument larger than {MAX_RANGE}")
+
+
+def _check_replace(text: str, old: Any, new: Any) -> None:
+    if isinstance(old, str) and isinstance(new, str) and len(new) > len(old):
+        occurrences = text.count(old) if old else len(text) + 1
+        if len(text) + occurrences * (len(new) - len(old)) > MAX_OUTPUT_CHARS:
+            raise SecurityError("replacement result too large")
+
+
+def _replace_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def capped(eval_ctx: Any, value: Any, old: Any, new: Any, count: int | None = None) -> Any:
+        _check_replace(str(value), old, new)
+        return fn(eval_ctx, value, old, new, count)
+
+    capped.jinja_pass_arg = fn.jinja_pass_arg  # type: ignore[attr-defined]
+    return capped
 
 
 def _width_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
