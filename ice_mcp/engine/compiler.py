@@ -110,7 +110,7 @@ class Compiler:
         if estimate.usd_max is None:
             self.issue("over_budget", f"the cost has no upper bound (LLM calls up to {estimate.llm_calls_max or 'unbounded'}), "
                        f"so it may exceed budget_usd={budget}; bound loops with max_iterations", field="budget_usd")
-        elif estimate.usd_max > budget:
+        elif estimate.usd_max > budget * (1 + 1e-9):  # sums of prices are not exact
             self.issue("over_budget", f"estimated cost up to ${estimate.usd_max:.4f} exceeds budget_usd={budget}",
                        field="budget_usd")
 

@@ -176,11 +176,15 @@ class _GraphRun:
         started = time.perf_counter()
         try:
             result = await self.runner.run_node(node, self.level, self.ctx, record)
-        except asyncio.CancelledError:
-            self.running.pop(node_id, None)
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                self.running.pop(node_id, None)
+                raise
+            outcome: NodeResult | BaseException = NodeFailure(  # the node raised it itself; we were not cancelled
+                f"the node raised CancelledError: {exc}", code="cancelled_by_node", retryable=False)
         except BaseException as exc:
-            outcome: NodeResult | BaseException = exc
+            outcome = exc
         else:
             outcome = result
         self.running.pop(node_id, None)

@@ -107,6 +107,7 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
             self.filters[name] = _width_capped(self.filters[name])
         self.filters["format"] = _format_capped(self.filters["format"])
         self.filters["replace"] = _replace_capped(self.filters["replace"])
+        self.filters["join"] = _join_capped(self.filters["join"])
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator in _BINOPS:
@@ -118,9 +119,16 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
         owner = getattr(__obj, "__self__", None)
         if isinstance(owner, str | bytes | list | tuple | dict):
             _check_call_arguments(args, kwargs)
-            if getattr(__obj, "__name__", "") == "replace" and isinstance(owner, str) and len(args) >= 2:
+            name = getattr(__obj, "__name__", "")
+            if name == "replace" and isinstance(owner, str) and len(args) >= 2:
                 _check_replace(owner, args[0], args[1])
+            elif name == "join" and isinstance(owner, str) and args:
+                args = (_check_join(args[0], owner), *args[1:])
         return _check_size(super().call(__context, __obj, *args, **kwargs))
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # Fail loudly: an attempt at `__class__`, `__globals__`... is an error, not an empty string.
+        raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         # Node outputs are dicts: `node.items` must mean the key, not dict.items.
@@ -148,6 +156,27 @@ def _check_replace(text: str, old: Any, new: Any) -> None:
         occurrences = text.count(old) if old else len(text) + 1
         if len(text) + occurrences * (len(new) - len(old)) > MAX_OUTPUT_CHARS:
             raise SecurityError("replacement result too large")
+
+
+def _check_join(items: Any, separator: Any) -> list[Any]:
+    """The items to join, refused up front when the joined text would be too long."""
+    items = list(items)[: MAX_SEQUENCE_ITEMS + 1]
+    if len(items) > MAX_SEQUENCE_ITEMS:
+        raise SecurityError(f"joining more than {MAX_SEQUENCE_ITEMS} items")
+    size = len(str(separator or "")) * max(len(items) - 1, 0) + sum(len(str(i)) for i in items)
+    if size > MAX_OUTPUT_CHARS:
+        raise SecurityError("joined result too large")
+    return items
+
+
+def _join_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def capped(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
+        if attribute is None:
+            value = _check_join(value, d)
+        return _check_size(fn(eval_ctx, value, d, attribute))
+
+    capped.jinja_pass_arg = fn.jinja_pass_arg  # type: ignore[attr-defined]
+    return capped
 
 
 def _replace_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -255,7 +284,14 @@ class Expression(Compiled):
     def render(self, scope: Scope) -> Any:
         with _render_errors(f"expression {self.source!r}", self.source):
             value = self.function(**scope.select(self.names))
-        return None if isinstance(value, ChainableUndefined) else value
+        return None if isinstance(value, ChainableUndefined) else _check_result(value, self.source)
+
+
+def _check_result(value: Any, source: str) -> Any:
+    try:
+        return _check_size(value)
+    except SecurityError as exc:
+        raise TemplateFailure(f"expression {source!r} failed: {exc}", source=source) from exc
 
 
 @dataclass(slots=True)

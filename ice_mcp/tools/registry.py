@@ -37,7 +37,7 @@ class _ArgsBase(BaseModel):
 
 def _input_model(name: str, fn: ToolFunction) -> type[BaseModel]:
     signature = inspect.signature(fn)
-    hints = get_type_hints(fn)
+    hints = get_type_hints(fn, include_extras=True)  # keep Annotated[..., Field(...)] constraints
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():
         if param.name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
