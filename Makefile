@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 setup: $(STAMP)
+	bash scripts/setup_sandbox.sh
 
 test-setup: setup
 

@@ -81,7 +81,8 @@ def _add_extension_commands(commands: Any) -> None:
         sandbox = commands.add_parser("sandbox", help="the WebAssembly sandbox for code nodes")
         sandbox_commands = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="COMMAND")
         warmup = sandbox_commands.add_parser("warmup", help="install and compile the sandbox runtime ahead of time")
-        warmup.set_defaults(handler=lambda args: warmup_cli())
+        warmup.add_argument("cache_dir", nargs="?", help="where the compiled module is kept")
+        warmup.set_defaults(handler=lambda args: warmup_cli([args.cache_dir] if args.cache_dir else []))
 
 
 def make_orchestrator(args: argparse.Namespace) -> Orchestrator:

@@ -1,0 +1,40 @@
+"""The `code` node: a Python snippet run as the body of `def main(inputs)` in the WebAssembly sandbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ice_mcp.blueprint.models import CodeNode
+from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, NodeType
+from ice_mcp.sandbox import Sandbox, SandboxConfig
+from ice_mcp.services import Services
+
+SANDBOX_RESOURCE = "sandbox"
+
+
+def sandbox_factory(services: Services) -> Sandbox:
+    """One sandbox per server: ceilings from ICE_MCP_SANDBOX_* variables, then `extra["sandbox"]`."""
+    overrides = services.settings.extra.get("sandbox")
+    return Sandbox(SandboxConfig.from_env(overrides if isinstance(overrides, dict) else None))
+
+
+async def execute_code(call: NodeCall) -> NodeResult:
+    spec = call.spec
+    if not isinstance(spec, CodeNode):
+        raise NodeFailure(f"node {spec.id!r} is not a code node", code="internal", retryable=False)
+    inputs: Any = call.render("inputs")
+    if not isinstance(inputs, dict):
+        raise NodeFailure("a code node's inputs must render to an object", code="invalid_input", retryable=False)
+    sandbox = call.services.resource(SANDBOX_RESOURCE, sandbox_factory)
+    # Without its own limit the snippet gets the node's attempt timeout; run_code clamps both
+    # to the server's ceilings.
+    outcome = await sandbox.run_code(
+        spec.code,
+        inputs,
+        timeout_seconds=spec.limits.timeout_seconds or spec.timeout_seconds,
+        memory_mb=spec.limits.memory_mb,
+    )
+    return NodeResult(output=outcome.as_output())
+
+
+CODE_NODE = NodeType(name="code", execute=execute_code)
