@@ -31,6 +31,7 @@ class Settings:
     http_timeout_seconds: float = 30.0
     memory_backend: str = "memory"
     persist_runs: bool = True
+    sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -43,6 +44,8 @@ class Settings:
             values["workspace"] = Path(env["ICE_MCP_WORKSPACE"])
         if env.get("ICE_MCP_MAX_WORKFLOW_DEPTH"):
             values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
+        if env.get("ICE_MCP_SANDBOX_EXPRESSIONS"):
+            values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ice_mcp.nodes.base import NodeCall, NodeResult, NodeType
+from ice_mcp.nodes.expressions import evaluate
 
 
 async def execute_condition(call: NodeCall) -> NodeResult:
-    return NodeResult({"result": bool(call.evaluate("expression"))})
+    return NodeResult({"result": bool(await evaluate(call, "expression"))})
 
 
 CONDITION_NODE = NodeType(name="condition", execute=execute_condition)

@@ -9,6 +9,7 @@ from ice_mcp.blueprint.models import AgentNode, RecursiveNode
 from ice_mcp.engine.plan import PlanNode
 from ice_mcp.engine.templates import Constant
 from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, NodeType, Usage
+from ice_mcp.nodes.expressions import evaluate
 
 
 async def execute_recursive(call: NodeCall) -> NodeResult:
@@ -30,7 +31,7 @@ async def execute_recursive(call: NodeCall) -> NodeResult:
             output, step_cost, step_usage = await _agent_step(call, spec, variables)
         cost += step_cost
         usage.add(step_usage)
-        if call.evaluate("convergence_condition", iteration=iteration, previous=output):
+        if await evaluate(call, "convergence_condition", iteration=iteration, previous=output):
             return NodeResult({"converged": True, "iterations": iteration, "output": output,
                                "reason": "condition_met"}, cost, usage)
         previous = output
