@@ -191,7 +191,10 @@ async def _network(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     orchestrator = make_orchestrator(args)
-    report = orchestrator.validate(Path(args.file))
+    try:
+        report = orchestrator.validate(Path(args.file))
+    finally:
+        orchestrator.close()
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -200,8 +203,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    settings = Settings.from_env(data_dir=args.data_dir)
-    orchestrator = Orchestrator(settings=settings)
+    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir))
+    try:
+        return _show_runs(orchestrator, args)
+    finally:
+        orchestrator.close()
+
+
+def _show_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     if args.runs_command == "list":
         for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit):
             data = record.to_dict()

@@ -261,6 +261,11 @@ class Orchestrator:
 
         return await NetworkRunner(self, from_client=from_client, base_dir=base_dir).run(manifest, on_event=on_event)
 
+    def close(self) -> None:
+        """Close the store (for short-lived callers with no runs in flight, like the CLI)."""
+        if self.store is not None:
+            self.store.close()
+
     async def aclose(self) -> None:
         for handle in list(self._handles.values()):
             handle.cancel()

@@ -22,10 +22,11 @@ Sleep = Callable[[float], Awaitable[Any]]
 class RunStopped(Exception):
     """Stops the whole run (budget reached) through every level of nesting."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: str, message: str, spend: Spend | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.spend = spend  # the budget that was reached
 
 
 @dataclass(slots=True)
@@ -46,7 +47,8 @@ class Spend:
         spend = self
         while spend is not None:
             if spend.budget_usd is not None and cost_usd > 0 and spend.cost_usd >= spend.budget_usd:
-                raise RunStopped("over_budget", f"spend ${spend.cost_usd:.4f} reached the budget of ${spend.budget_usd}")
+                raise RunStopped("over_budget", f"spend ${spend.cost_usd:.4f} reached the budget of ${spend.budget_usd}",
+                                 spend)
             spend = spend.parent
 
     def remaining(self) -> float | None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
-from ice_mcp.engine.context import GraphRunner, RunContext, RunStopped, SubgraphResult
+from ice_mcp.engine.context import GraphRunner, RunContext, RunStopped, Spend, SubgraphResult
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.records import NodeRecord, RunRecord
 from ice_mcp.engine.scheduler import Scheduler
@@ -22,8 +23,15 @@ class GraphFailed(NodeFailure):
     """A node failed with `on_error: fail`: the graph stopped. Names the node."""
 
     def __init__(self, node_id: str, error: dict[str, Any]) -> None:
-        super().__init__(f"node {node_id!r} failed: {error.get('message', '')}", code="node_failed",
-                         retryable=False, details={"node_id": node_id, "error": error})
+        # Failures nested in sub-graphs and sub-workflows: name the path and the root cause once.
+        path, cause = [node_id], error
+        while cause.get("code") == "node_failed" and isinstance(cause.get("details"), dict):
+            path.append(str(cause["details"].get("node_id")))
+            cause = cause["details"].get("error") or {}
+        where = " > ".join(path)
+        super().__init__(f"node {where!r} failed: {cause.get('message', '')}", code="node_failed",
+                         retryable=False,
+                         details={"node_id": node_id, "path": path, "cause": cause, "error": error})
         self.node_id = node_id
         self.error = error
 
@@ -89,7 +97,18 @@ class Runner(GraphRunner):
             raise NodeFailure(f"invalid inputs for workflow {plan.name!r}: {problems[0]['path']}: {problems[0]['message']}",
                               code="invalid_inputs", retryable=False, details={"errors": problems})
         scope = Scope({"inputs": inputs, "global": ctx.globals})
-        result = await self.run_graph(plan.graph, scope, ctx)
+        # The sub-workflow's own budget and timeout hold inside the calling run too.
+        own = Spend(budget_usd=plan.blueprint.budget_usd, parent=ctx.spend)
+        try:
+            async with asyncio.timeout(plan.blueprint.timeout_seconds):
+                result = await self.run_graph(plan.graph, scope, replace(ctx, spend=own))
+        except RunStopped as stop:
+            if stop.spend is not own:
+                raise
+            raise NodeFailure(f"workflow {plan.name!r}: {stop.message}", code="over_budget", retryable=False) from None
+        except TimeoutError:
+            raise NodeFailure(f"workflow {plan.name!r} exceeded {plan.blueprint.timeout_seconds} s",
+                              code="timeout") from None
         result.output = self._outputs(plan, scope, result)
         return result
 

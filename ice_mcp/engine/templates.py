@@ -7,6 +7,7 @@ and every operation that could blow up in size or time is capped.
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -287,11 +288,23 @@ class Expression(Compiled):
         return None if isinstance(value, ChainableUndefined) else _check_result(value, self.source)
 
 
+_JSON_VALUES = (str, int, float, bool, type(None), dict, list, tuple)
+
+
 def _check_result(value: Any, source: str) -> Any:
+    """A lone expression's value must be JSON data of bounded size (never a function, class or method)."""
     try:
-        return _check_size(value)
+        _check_size(value)
     except SecurityError as exc:
         raise TemplateFailure(f"expression {source!r} failed: {exc}", source=source) from exc
+    if isinstance(value, tuple):
+        value = list(value)
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
+    for item in items:  # one level deep: deeper values come from node outputs, which are data
+        if not isinstance(item, _JSON_VALUES):
+            raise TemplateFailure(f"expression {source!r} gives a {type(item).__name__}, not JSON data",
+                                  source=source)
+    return value
 
 
 @dataclass(slots=True)
@@ -351,6 +364,7 @@ def _free_names(tree: nodes.Template) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(tree)) - RESERVED_NAMES
 
 
+@functools.lru_cache(maxsize=4096)
 def compile_expression(source: str) -> Expression:
     """A bare expression (conditions, convergence); raises TemplateCompileError."""
     tree = _parse("{{ " + source + " }}", "expression_syntax")
@@ -369,19 +383,7 @@ def compile_value(value: Any) -> Compiled:
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value and "{#" not in value:
             return Constant(value)
-        lone = _LONE_EXPRESSION.match(value)
-        if lone and "{{" not in lone["expr"] and "}}" not in lone["expr"]:
-            try:
-                return compile_expression(lone["expr"].strip())
-            except TemplateCompileError as exc:
-                raise TemplateCompileError("template_syntax", str(exc)) from exc
-        tree = _parse(value, "template_syntax")
-        _only_expressions(tree, "template_syntax")
-        try:
-            template = ENV.from_string(tree)
-        except (RecursionError, MemoryError, SyntaxError) as exc:
-            raise TemplateCompileError("template_syntax", "nested too deeply") from exc
-        return Text(value, template, _free_names(tree))
+        return _compile_string(value)
     if isinstance(value, Mapping):
         items = {str(k): compile_value(v) for k, v in value.items()}
         if all(isinstance(v, Constant) for v in items.values()):
@@ -393,6 +395,24 @@ def compile_value(value: Any) -> Compiled:
             return Constant(list(value))
         return SequenceValue(compiled, frozenset().union(*(v.names for v in compiled)))
     return Constant(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_string(value: str) -> Compiled:
+    # Compiled templates hold no run state, so equal sources (re-validation, registration) share one.
+    lone = _LONE_EXPRESSION.match(value)
+    if lone and "{{" not in lone["expr"] and "}}" not in lone["expr"]:
+        try:
+            return compile_expression(lone["expr"].strip())
+        except TemplateCompileError as exc:
+            raise TemplateCompileError("template_syntax", str(exc)) from exc
+    tree = _parse(value, "template_syntax")
+    _only_expressions(tree, "template_syntax")
+    try:
+        template = ENV.from_string(tree)
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise TemplateCompileError("template_syntax", "nested too deeply") from exc
+    return Text(value, template, _free_names(tree))
 
 
 def walk_strings(value: Any) -> Iterator[str]:

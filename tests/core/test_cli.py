@@ -1,0 +1,195 @@
+"""The `ice-mcp` command line, in-process through `main([...])`, plus one real subprocess run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ice_mcp import DEFAULT_REGISTRY
+from ice_mcp.cli import main, parse_inputs
+from ice_mcp.errors import IceError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = {
+    "name": "cli_demo",
+    "inputs": {"type": "object", "properties": {"n": {"type": "integer"}, "who": {"type": "string"}},
+               "required": ["n"]},
+    "outputs": {"text": "{{ greet.text }}", "double": "{{ inputs.n * 2 }}"},
+    "nodes": [{"id": "greet", "type": "tool", "tool_name": "render_template",
+               "tool_args": {"template": "hello {{ inputs.who }} x{{ inputs.n }}"}}],
+}
+BAD = {
+    "name": "cli_bad",
+    "nodes": [
+        {"id": "q", "type": "tool", "tool_name": "json_querry", "tool_args": {}},
+        {"id": "r", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "{{ qq.x }}"}},
+    ],
+}
+
+
+@pytest.fixture(autouse=True)
+def restore_default_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The CLI uses the process-wide registry: put it back as it was after each test."""
+    monkeypatch.setenv("ICE_MCP_WORKSPACE", str(tmp_path))
+    monkeypatch.delenv("ICE_MCP_DATA_DIR", raising=False)
+    monkeypatch.delenv("ICE_MCP_TOOLS", raising=False)
+    saved = {k: dict(getattr(DEFAULT_REGISTRY, k)) for k in ("tools", "agents", "workflows")}
+    yield
+    for key, value in saved.items():
+        table = getattr(DEFAULT_REGISTRY, key)
+        table.clear()
+        table.update(value)
+
+
+def write(path: Path, data: dict[str, Any]) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_validate_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "good.json", GOOD)
+    assert main(["validate", path, "--data-dir", str(tmp_path / "d")]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{path}: valid (LLM calls 0..0)\n"
+    assert err == ""
+
+
+def test_validate_lists_every_error_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "bad.json", BAD)
+    assert main(["validate", path, "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0] == f"{path}: 2 problem(s)"
+    assert lines[1] == "  [unknown_tool] q.tool_name: no tool named 'json_querry' (did you mean 'json_query'?)"
+    assert lines[2].startswith("  [unknown_reference] r.tool_args: tool_args reads 'qq'")
+    assert len(lines) == 3
+
+
+def test_validate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "bad.json", BAD)
+    assert main(["validate", path, "--json", "--data-dir", str(tmp_path / "d")]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert [e["code"] for e in report["errors"]] == ["unknown_tool", "unknown_reference"]
+
+
+def test_run_prints_the_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "good.json", GOOD)
+    code = main(["run", path, "-i", "n=5", "-i", "who=ada", "--data-dir", str(tmp_path / "d"), "--no-progress"])
+    out, _ = capsys.readouterr()
+    record = json.loads(out)
+    assert code == 0
+    assert record["status"] == "succeeded"
+    assert record["workflow"] == "cli_demo"
+    assert record["inputs"] == {"n": 5, "who": "ada"}
+    assert record["outputs"] == {"text": "hello ada x5", "double": 10}
+    assert record["nodes"]["greet"]["status"] == "succeeded"
+
+
+def test_run_with_inputs_json_and_invalid_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "good.json", GOOD)
+    assert main(["run", path, "--inputs", '{"n": 2}', "--data-dir", str(tmp_path / "d")]) == 0
+    assert json.loads(capsys.readouterr().out)["outputs"]["double"] == 4
+    assert main(["run", path, "-i", "n=two", "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "error [invalid_inputs]: n: 'two' is not of type 'integer'\n"
+
+
+def test_run_invalid_blueprint_reports_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "bad.json", BAD)
+    assert main(["run", path, "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"{path}: 2 problem(s)\n")
+
+
+def test_failed_run_exits_1_with_the_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "fail.json", {"name": "fails", "nodes": [
+        {"id": "r", "type": "tool", "tool_name": "file_read", "tool_args": {"path": "../../etc/passwd"}}]})
+    assert main(["run", path, "--data-dir", str(tmp_path / "d")]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "failed"
+    assert record["nodes"]["r"]["error"]["code"] == "forbidden"
+
+
+def test_runs_list_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir = str(tmp_path / "d")
+    path = write(tmp_path / "good.json", GOOD)
+    assert main(["run", path, "-i", "n=1", "--data-dir", data_dir]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["runs", "list", "--data-dir", data_dir]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{run_id}  ")
+    assert line.split()[-2:] == ["succeeded", "cli_demo"]
+    assert main(["runs", "list", "--status", "failed", "--data-dir", data_dir]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["runs", "show", run_id, "--events", "--data-dir", data_dir]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["run_id"] == run_id
+    assert shown["outputs"] == {"text": "hello  x1", "double": 2}
+    assert [e["type"] for e in shown["events"]] == ["run_started", "node_started", "node_succeeded", "run_finished"]
+    assert main(["runs", "show", "nope", "--data-dir", data_dir]) == 1
+    assert capsys.readouterr().err == "no run 'nope'\n"
+
+
+def test_network_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "first.json", {"name": "first", "nodes": [
+        {"id": "t", "type": "tool", "tool_name": "render_template",
+         "tool_args": {"template": "{{ global.greeting }}"}}], "outputs": {"text": "{{ t.text }}"}})
+    write(tmp_path / "second.json", {"name": "second", "inputs": {"type": "object"}, "nodes": [
+        {"id": "t", "type": "tool", "tool_name": "render_template",
+         "tool_args": {"template": "{{ inputs.prev }}, again"}}], "outputs": {"text": "{{ t.text }}"}})
+    manifest = tmp_path / "net.yaml"
+    manifest.write_text("api_version: network.v0\nname: cli_net\nglobal: {greeting: hi}\nworkflows:\n"
+                        "  - {id: a, ref: first.json}\n"
+                        "  - {id: b, ref: second.json, inputs: {prev: '{{ a.text }}'}}\n")
+    assert main(["network", "run", str(manifest), "--data-dir", str(tmp_path / "d")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["network"] == "cli_net"
+    assert result["status"] == "succeeded"
+    assert result["workflows"]["a"]["outputs"] == {"text": "hi"}
+    assert result["workflows"]["b"]["outputs"] == {"text": "hi, again"}
+
+
+def test_parse_inputs() -> None:
+    assert parse_inputs('{"a": 1}', ["b=[1, 2]", "c=text", "d=true", "e=x=y"]) == \
+        {"a": 1, "b": [1, 2], "c": "text", "d": True, "e": "x=y"}
+    with pytest.raises(IceError):
+        parse_inputs(None, ["novalue"])
+    with pytest.raises(IceError):
+        parse_inputs("[1]", [])
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    capsys.readouterr()
+
+
+def test_subprocess_run_of_the_example(tmp_path: Path) -> None:
+    env = {**os.environ, "ICE_MCP_DATA_DIR": str(tmp_path / "data")}
+    env.pop("ICE_MCP_WORKSPACE", None)
+    done = subprocess.run([sys.executable, "-m", "ice_mcp", "run", "examples/sales_report.yaml"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["status"] == "succeeded"
+    assert record["inputs"] == {"path": "examples/sales.csv", "threshold": 1000}
+    assert record["outputs"] == {
+        "weeks": [{"week": "2026-W44", "total": 808.5}, {"week": "2026-W45", "total": 1143.0},
+                  {"week": "2026-W46", "total": 1156.5}],
+        "big_weeks": ["2026-W45", "2026-W46"],
+        "summary": "Weeks over 1000: 2026-W45, 2026-W46",
+    }
+    assert (tmp_path / "data" / "runs.sqlite3").exists()

@@ -1,0 +1,242 @@
+"""Templates and expressions: type preservation, names, and abuse refused with a clear error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ice_mcp import Orchestrator, Registry
+from ice_mcp.engine.templates import (
+    MAX_OUTPUT_CHARS,
+    Scope,
+    TemplateCompileError,
+    TemplateFailure,
+    compile_expression,
+    compile_value,
+)
+
+from .helpers import blueprint, tool
+
+DATA = {"xs": [1, 2, 3], "obj": {"a": 1, "items": "key wins"}, "n": 7, "flag": True, "name": "ice", "none": None}
+
+
+def render(source: Any, data: dict[str, Any] | None = None) -> Any:
+    return compile_value(source).render(Scope(dict(DATA if data is None else data)))
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("{{ xs }}", [1, 2, 3]),
+    ("{{ obj }}", {"a": 1, "items": "key wins"}),
+    ("{{ n }}", 7),
+    ("{{ n + 0.5 }}", 7.5),
+    ("{{ flag }}", True),
+    ("{{ none }}", None),
+    ("  {{ xs[1:] }}  ", [2, 3]),
+    ("{{- n -}}", 7),
+    ("{{ obj.items }}", "key wins"),  # dict keys before attributes
+    ("{{ obj.missing }}", None),
+    ("{{ xs | map('string') | list }}", ["1", "2", "3"]),
+    ("{{ {'k': n, 'l': xs | length} }}", {"k": 7, "l": 3}),
+])
+def test_lone_expression_keeps_its_type(source: str, expected: Any) -> None:
+    value = render(source)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("n={{ n }}", "n=7"),
+    ("{{ n }}{{ n }}", "77"),
+    ("[{{ xs }}]", "[[1, 2, 3]]"),
+    ("{{ name | upper }}!", "ICE!"),
+    ("no template here", "no template here"),
+])
+def test_mixed_text_renders_a_string(source: str, expected: Any) -> None:
+    value = render(source)
+    assert value == expected
+    assert isinstance(value, str)
+
+
+def test_whitespace_around_a_lone_expression_keeps_the_type() -> None:
+    assert render("{{ flag }} ") is True
+    assert render("\n {{ n }}\n") == 7
+
+
+def test_mappings_and_lists_render_recursively() -> None:
+    assert render({"a": "{{ n }}", "b": ["{{ flag }}", "x{{ n }}", 3], "c": {"d": "{{ xs }}"}}) == \
+        {"a": 7, "b": [True, "x7", 3], "c": {"d": [1, 2, 3]}}
+
+
+def test_constants_have_no_names_and_templates_report_their_names() -> None:
+    assert compile_value({"a": 1, "b": "plain"}).names == frozenset()
+    assert compile_value({"a": "{{ x.y + z }}", "b": ["{{ w }}"]}).names == {"x", "z", "w"}
+    assert compile_expression("total.result > 1000 and not inputs.dry_run").names == {"total", "inputs"}
+    # names bound inside the expression are not free names
+    assert compile_value("{{ xs | map(attribute='a') | list }}").names == {"xs"}
+
+
+def test_expressions_evaluate_without_braces() -> None:
+    expr = compile_expression("total.result > 1000 and not inputs.dry_run")
+    assert expr.render(Scope({"total": {"result": 1500}, "inputs": {"dry_run": False}})) is True
+    assert expr.render(Scope({"total": {"result": 1500}, "inputs": {"dry_run": True}})) is False
+
+
+def test_scope_lookup_goes_outward() -> None:
+    outer = Scope({"a": 1, "b": 2})
+    inner = outer.child({"b": 20})
+    assert compile_value("{{ [a, b] }}").render(inner) == [1, 20]
+    with pytest.raises(KeyError):
+        inner.lookup("zzz")
+
+
+@pytest.mark.parametrize("source", ["{{ oops ", "{{ }}", "{{ 1 + }}", "text {{ a b }}", "{{ x ]] }}"])
+def test_template_syntax_errors(source: str) -> None:
+    with pytest.raises(TemplateCompileError) as info:
+        compile_value(source)
+    assert info.value.code == "template_syntax"
+
+
+@pytest.mark.parametrize("source", [
+    "{% for x in xs %}{{ x }}{% endfor %}",
+    "{% set a = 1 %}{{ a }}",
+    "{% if flag %}y{% endif %}",
+    "{% macro m() %}{% endmacro %}",
+    "{% include 'x' %}",
+])
+def test_statement_blocks_are_refused(source: str) -> None:
+    with pytest.raises(TemplateCompileError, match="statement blocks") as info:
+        compile_value(source)
+    assert info.value.code == "template_syntax"
+
+
+@pytest.mark.parametrize("source", ["a >", "(", "x ==== y", "{{ a }}"])
+def test_expression_syntax_errors(source: str) -> None:
+    with pytest.raises(TemplateCompileError) as info:
+        compile_expression(source)
+    assert info.value.code == "expression_syntax"
+
+
+@pytest.mark.parametrize("source", [
+    "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}",
+    "{{ " + "[" * 3000 + "1" + "]" * 3000 + " }}",
+    "x {{ " + "-" * 20000 + "1 }}",
+])
+def test_deep_nesting_is_a_syntax_error(source: str) -> None:
+    with pytest.raises(TemplateCompileError) as info:
+        compile_value(source)
+    assert info.value.code == "template_syntax"
+    assert "nested too deeply" in str(info.value)
+
+
+def test_overlong_source_is_refused() -> None:
+    with pytest.raises(TemplateCompileError, match="longer than"):
+        compile_value("{{ '" + "a" * 70_000 + "' }}")
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("{{ 'a' * 10**10 }}", "repetition result too large"),
+    ("{{ [1] * 10**9 }}", "repetition result too large"),
+    ("{{ range(10**9) | list }}", "range longer than 10000"),
+    ("{{ range(10**9) | length }}", "range longer than 10000"),
+    ("{{ 10**(10**10) }}", "exponent larger than 1000"),
+    ("{{ 2**5000 }}", "exponent larger than 1000"),
+    ("{{ (10**100)**100 }}", "power larger than 4096 bits"),
+    ("{{ '%99999999d' % 1 }}", "format width too large"),
+    ("{{ '%.99999f' % 1.0 }}", "format width too large"),
+    ("{{ '{:>99999999}'.format(1) }}", "format width too large"),
+    ("x{{ '{:>99999999}'.format(1) }}", "format width too large"),
+    ("{{ '%99999999d' | format(1) }}", "format width too large"),
+    ("{{ 'ab' | center(10**9) }}", "width too large"),
+    ("{{ 'a' * 600000 + 'b' * 600000 }}", f"result longer than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ xs.append(4) }}", "unsafe"),
+    ("{{ lipsum() }}", "undefined"),
+    ("{{ ('a' * 1000) | replace('a', 'b' * 2000) }}", "replacement result too large"),
+])
+def test_abuse_is_refused_with_a_clear_error(source: str, message: str) -> None:
+    with pytest.raises(TemplateFailure) as info:
+        render(source)
+    assert info.value.code == "template_error"
+    assert info.value.retryable is False
+    assert message in info.value.message
+
+
+def test_jinja_power_is_left_associative_and_small_results_pass() -> None:
+    # Jinja parses 10**10**10 as (10**10)**10: a 333-bit integer, inside the caps.
+    assert render("{{ 10**10**10 }}") == 10**100
+
+
+def test_text_output_is_capped() -> None:
+    with pytest.raises(TemplateFailure):
+        render("x{{ 'a' * 1000000 }}{{ 'a' * 1000000 }}")
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("{{ ('a' * 1000000) ~ ('a' * 1000000) }}", f"result longer than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ (['a' * 1000000] * 3) | join }}", "joined result too large"),
+    ("{{ ([1] * 100000) | join('ab' * 1000) | length }}", "joined result too large"),  # 200 MB, then measured
+    ("{{ ('ab' * 1000).join([1] * 100000) | length }}", "joined result too large"),
+])
+def test_lone_expression_result_size_is_capped(source: str, message: str) -> None:
+    # regression: `~` and `join` used to build strings far past MAX_OUTPUT_CHARS in a lone expression
+    with pytest.raises(TemplateFailure, match=message):
+        render(source)
+
+
+@pytest.mark.parametrize(("source", "attribute"), [
+    ("{{ ''.__class__.__mro__ }}", "__class__"),
+    ("text {{ ''.__class__ }} text", "__class__"),
+    ("{{ range.__globals__ }}", "__globals__"),
+    ("x{{ range.__code__ }}", "__code__"),
+    ("{{ obj.keys.__self__ }}", "__self__"),
+    ("{{ xs.__class__.__base__.__subclasses__() }}", "__class__"),
+    ("{{ obj.__init__.__globals__ }}", "__init__"),
+])
+def test_attribute_tricks_fail_clearly(source: str, attribute: str) -> None:
+    # regression: unsafe attributes used to render silently as None / ''
+    with pytest.raises(TemplateFailure, match=f"access to attribute '{attribute}' of .* object is unsafe"):
+        render(source)
+
+
+def test_a_dunder_key_missing_from_data_is_just_absent() -> None:
+    # a dict has no `__globals__`: like any absent key it reads as none; nothing is reached
+    assert render("{{ obj.__globals__ }}") is None
+
+
+async def test_templates_in_a_run_infer_deps_and_keep_types(orc: Orchestrator, registry: Registry) -> None:
+    def make() -> dict[str, Any]:
+        return {"rows": [{"a": 1}, {"a": 2}], "n": 2, "ok": True}
+
+    def take(rows: list[dict[str, int]], n: int, ok: bool, text: str) -> dict[str, Any]:
+        return {"types": [type(rows).__name__, type(n).__name__, type(ok).__name__, type(text).__name__],
+                "text": text}
+
+    registry.add_tool(make)
+    registry.add_tool(take)
+    bp = blueprint(tool("t", "take", {"rows": "{{ m.rows }}", "n": "{{ m.n }}", "ok": "{{ m.ok }}",
+                                      "text": "{{ m.n }} rows"}),
+                   tool("m", "make"))
+    record = await orc.run(bp)
+    assert record.status == "succeeded"
+    assert record.nodes["t"].output == {"types": ["list", "int", "bool", "str"], "text": "2 rows"}
+
+
+async def test_template_failure_at_run_time_fails_the_node_clearly(orc: Orchestrator, registry: Registry) -> None:
+    registry.add_tool(lambda value="": {"value": value}, name="echo")
+    record = await orc.run(blueprint(tool("e", "echo", {"value": "{{ 'a' * inputs.n }}"})), {"n": 10**10})
+    assert record.status == "failed"
+    error = record.nodes["e"].error
+    assert error["code"] == "template_error"
+    assert error["message"] == "expression \"'a' * inputs.n\" failed: repetition result too large"
+    assert record.nodes["e"].attempts == 1  # not retryable
+
+
+@pytest.mark.parametrize("source", ["{{ range }}", "{{ dict }}", "{{ dict.foo }}", "{{ obj.keys }}"])
+def test_lone_expression_results_are_json_values(source: str) -> None:
+    import json
+
+    try:
+        value = render(source, {"obj": {"a": 1}})
+    except TemplateFailure:
+        return
+    json.dumps(value)  # raises TypeError for a function, a class, a method or a GenericAlias
