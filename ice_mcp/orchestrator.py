@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import os
+import sys
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +23,7 @@ from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import RunStore
 from ice_mcp.engine.workflows import check_blueprint, compile_plan, plan_for
-from ice_mcp.errors import BlueprintInvalid, InputsInvalid, UnknownName
+from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.services import Services, Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
@@ -280,9 +282,28 @@ def _is_name(text: str) -> bool:
 
 
 def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:
-    """Import the user's tool modules (`--tools`, and ICE_MCP_TOOLS: comma-separated)."""
+    """Import the user's tool modules (`--tools`, and ICE_MCP_TOOLS: comma-separated).
+
+    A module name is looked up from the current folder too (as `python -m` does); a path
+    to a `.py` file is loaded from that file. Raises IceError(code="tools_import_error").
+    """
     names = [m for m in modules if m]
     names += [m.strip() for m in os.environ.get("ICE_MCP_TOOLS", "").split(",") if m.strip()]
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in names:
-        importlib.import_module(name)
+        try:
+            if name.endswith(".py"):
+                path = Path(name).resolve()
+                spec = importlib.util.spec_from_file_location(path.stem, path)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot load {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[path.stem] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except Exception as exc:
+            raise IceError(f"cannot import tools from {name!r}: {type(exc).__name__}: {exc}",
+                           code="tools_import_error") from exc
     return names

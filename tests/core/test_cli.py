@@ -193,3 +193,21 @@ def test_subprocess_run_of_the_example(tmp_path: Path) -> None:
         "summary": "Weeks over 1000: 2026-W45, 2026-W46",
     }
     assert (tmp_path / "data" / "runs.sqlite3").exists()
+
+
+def test_tools_from_a_module_in_the_current_folder_or_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "cli_user_tools.py").write_text(
+        "from ice_mcp import tool\n\n@tool\ndef shout(text: str) -> str:\n    return text.upper() + '!'\n")
+    bp = write(tmp_path / "bp.json", {"name": "shouty", "nodes": [
+        {"id": "s", "type": "tool", "tool_name": "shout", "tool_args": {"text": "hi"}}]})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "cli_user_tools", raising=False)
+    for tools in ("cli_user_tools", str(tmp_path / "cli_user_tools.py")):
+        assert main(["run", bp, "--tools", tools, "--no-progress", "--data-dir", str(tmp_path / "data")]) == 0
+        assert json.loads(capsys.readouterr().out)["outputs"] == {"s": {"result": "HI!"}}
+        sys.modules.pop("cli_user_tools", None)
+        DEFAULT_REGISTRY.tools.pop("shout", None)
+    assert main(["run", bp, "--tools", "no_such_tools_module", "--data-dir", str(tmp_path / "data")]) == 1
+    assert "tools_import_error" in capsys.readouterr().err
