@@ -2,12 +2,15 @@
 
 In-process evaluation is fast and capped; operators who want the hard boundary
 of a fresh guest per expression turn on `Settings.sandbox_expressions`. The
-guest imports Jinja2 from a read-only zip (zipimport opens one file; the guest
-may not list folders), and evaluates the same expression language.
+guest imports Jinja2 from a read-only zip of bytecode compiled once by a guest
+(zipimport opens one file; the guest may not list folders), and evaluates the
+same expression language.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import importlib.util
 import zipfile
 from collections.abc import Mapping
@@ -39,21 +42,37 @@ return None if isinstance(value, ChainableUndefined) else value
 """
 
 
-def library_zip(cache_dir: Path) -> Path:
-    """A zip of the pure-Python Jinja2 and MarkupSafe sources (built once, kept in the cache)."""
-    target = cache_dir / "expressions" / "expressions.zip"
-    if target.is_file():
-        return target
+def library_sources() -> dict[str, str]:
+    """The pure-Python sources of Jinja2 and MarkupSafe, by path inside the zip."""
+    sources: dict[str, str] = {}
+    for name in LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError(f"{name} is not installed")
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for source in sorted(root.rglob("*.py")):
+            sources[f"{name}/{source.relative_to(root)}"] = source.read_text(encoding="utf-8")
+    return sources
+
+
+# Run once in a guest: compile the library to the guest's own bytecode (its CPython differs from ours).
+GUEST_COMPILER = """
+import base64, importlib.util, marshal
+code = {path: base64.b64encode(marshal.dumps(compile(text, path, "exec"))).decode()
+        for path, text in inputs["sources"].items()}
+return {"magic": base64.b64encode(importlib.util.MAGIC_NUMBER).decode(), "code": code}
+"""
+
+
+async def build_library_zip(sandbox: Sandbox, target: Path) -> Path:
+    """A zip of .pyc files only (zipimport then skips compiling on every guest run)."""
+    compiled = (await sandbox.run_code(GUEST_COMPILER, {"sources": library_sources()}, timeout_seconds=60)).result
+    header = base64.b64decode(compiled["magic"]) + bytes(12)  # flags, mtime, size: unchecked without sources
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in LIBRARIES:
-            spec = importlib.util.find_spec(name)
-            if spec is None or not spec.submodule_search_locations:
-                raise RuntimeError(f"{name} is not installed")
-            root = Path(next(iter(spec.submodule_search_locations)))
-            for source in sorted(root.rglob("*.py")):
-                archive.write(source, f"{name}/{source.relative_to(root)}")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as archive:
+        for path, code in sorted(compiled["code"].items()):
+            archive.writestr(path[:-3] + ".pyc", header + base64.b64decode(code))
     partial.replace(target)
     return target
 
@@ -62,14 +81,32 @@ class ExpressionSandbox:
     """Evaluates expressions in fresh guests; names are passed as JSON."""
 
     def __init__(self, cache_dir: Path | None = None, timeout_seconds: float = 5.0) -> None:
-        lib = library_zip(cache_dir or default_cache_dir())
-        self.sandbox = Sandbox(SandboxConfig(readonly_dirs=((lib.parent, GUEST_LIB),), cache_dir=cache_dir))
+        self.cache_dir = cache_dir
+        self.library = (cache_dir or default_cache_dir()) / "expressions" / "expressions.zip"
         self.timeout_seconds = timeout_seconds
+        self._sandbox: Sandbox | None = None
+        self._lock = asyncio.Lock()
+
+    async def _ready(self) -> Sandbox:
+        async with self._lock:
+            if self._sandbox is None:
+                if not self.library.is_file():
+                    builder = Sandbox(SandboxConfig(workers=1, cache_dir=self.cache_dir, max_result_bytes=64 * 2**20,
+                                                    max_input_bytes=64 * 2**20))
+                    try:
+                        await build_library_zip(builder, self.library)
+                    finally:
+                        await builder.aclose()
+                self._sandbox = Sandbox(SandboxConfig(readonly_dirs=((self.library.parent, GUEST_LIB),),
+                                                      cache_dir=self.cache_dir))
+            return self._sandbox
 
     async def evaluate(self, expression: str, names: Mapping[str, Any]) -> Any:
-        outcome = await self.sandbox.run_code(GUEST_EVALUATOR, {"expression": expression, "names": dict(names)},
-                                              timeout_seconds=self.timeout_seconds)
+        sandbox = await self._ready()
+        outcome = await sandbox.run_code(GUEST_EVALUATOR, {"expression": expression, "names": dict(names)},
+                                         timeout_seconds=self.timeout_seconds)
         return outcome.result
 
     async def aclose(self) -> None:
-        await self.sandbox.aclose()
+        if self._sandbox is not None:
+            await self._sandbox.aclose()
