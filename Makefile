@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	bash scripts/setup_sandbox.sh
+	bash scripts/setup_llm.sh model
 
 test-setup: setup
+	bash scripts/setup_llm.sh
 
 run: setup
 	$(VENV)/bin/ice-mcp run examples/sales_report.yaml --data-dir .data

@@ -242,6 +242,13 @@ class _GraphRun:
             return
         failure = failure_of(exc)
         record.status, record.error = "failed", failure.as_dict()
+        spent = failure.details.get("cost_usd")
+        if isinstance(spent, int | float) and spent > 0 and not node.is_container:
+            record.cost_usd = float(spent)  # a failed LLM call was still paid for
+            try:
+                self.ctx.spend.charge(record.cost_usd, record.usage)
+            except RunStopped as stop:
+                self._stop(stop)
         self.ctx.emit("node_failed", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
                       error=record.error)
         if node.spec.on_error == "continue":

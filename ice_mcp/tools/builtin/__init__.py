@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ice_mcp.tools.builtin.data import json_query, render_template
 from ice_mcp.tools.builtin.files import csv_reader, file_read, file_write
+from ice_mcp.tools.builtin.llm_tools import register_llm_tools
 from ice_mcp.tools.builtin.net import http_request
 from ice_mcp.tools.registry import Registry, ToolAnnotations
 
@@ -37,3 +38,4 @@ def register_builtin_tools(registry: Registry) -> None:
     for function, hints, blocking in BUILTIN_TOOLS:
         if function.__name__ not in registry.tools:
             registry.add_tool(function, annotations=hints, blocking=blocking)
+    register_llm_tools(registry)

@@ -1,0 +1,163 @@
+"""The LLM subsystem a run reaches through `Services`: model resolution, providers, resilience,
+budgets and cost, behind three calls (`complete`, `stream`, `tool_turn`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from ice_mcp.llm.budget import active_budgets
+from ice_mcp.llm.config import LLMConfig, Resolution
+from ice_mcp.llm.errors import LLMError
+from ice_mcp.llm.pricing import Price, call_cost_range, estimate_tokens
+from ice_mcp.llm.providers import Provider, make_provider
+from ice_mcp.llm.resilience import ConcurrencyLimits, OnRetry, RetryPolicy, Sleep
+from ice_mcp.llm.types import ChatRequest, Completion, StreamDelta
+
+if TYPE_CHECKING:
+    from ice_mcp.services import Services
+
+RESOURCE_KEY = "llm"
+DEFAULT_MAX_TOKENS = 1024
+
+
+class LLMService:
+    def __init__(self, config: LLMConfig, *, sleep: Sleep = asyncio.sleep, base_delay: float = 0.5) -> None:
+        self.config = config
+        self._sleep = sleep
+        self._base_delay = base_delay
+        self._providers: dict[str, Provider] = {}
+        self._limits = ConcurrencyLimits()
+
+    @classmethod
+    def from_services(cls, services: Services) -> LLMService:
+        path = services.settings.extra.get("llm_config")
+        return cls(LLMConfig.load(path=path))
+
+    @staticmethod
+    def of(services: Services) -> LLMService:
+        """The run's LLM service, created from the environment on first use."""
+        return services.resource(RESOURCE_KEY, LLMService.from_services)
+
+    # -- resolution and prices ---------------------------------------------------------------
+
+    def resolve(self, model: str, provider: str | None = None) -> Resolution:
+        return self.config.resolve(model, provider)
+
+    def price(self, model: str, provider: str) -> Price:
+        return self.config.prices.price(model, provider)
+
+    def estimate(self, model: str, provider: str | None, input_text: str, max_tokens: int) -> tuple[float, float]:
+        """USD range of one call with `input_text` in and at most `max_tokens` out."""
+        resolution = self.resolve(model, provider)
+        price = self.price(resolution.model, resolution.provider or "unknown")
+        return call_cost_range(price, estimate_tokens(input_text), max_tokens)
+
+    def request_upper_bound(self, provider: str, request: ChatRequest) -> float:
+        text = (request.system or "") + "".join(m.content + json.dumps([c.arguments for c in m.tool_calls])
+                                                for m in request.messages)
+        text += "".join(t.name + t.description + json.dumps(t.input_schema) for t in request.tools)
+        if request.json_schema is not None:
+            text += json.dumps(request.json_schema)
+        return call_cost_range(self.price(request.model, provider), estimate_tokens(text), request.max_tokens)[1]
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def provider(self, name: str) -> Provider:
+        provider = self._providers.get(name)
+        if provider is None:
+            provider = self._providers[name] = make_provider(self.config.provider(name))
+        return provider
+
+    def _policy(self, provider: str) -> RetryPolicy:
+        settings = self.config.provider(provider)
+        return RetryPolicy(
+            max_retries=settings.max_retries,
+            base_delay=self._base_delay,
+            timeout_seconds=settings.timeout_seconds,
+            sleep=self._sleep,
+        )
+
+    def _target(self, request: ChatRequest, provider: str | None) -> tuple[str, ChatRequest]:
+        resolution = self.resolve(request.model, provider)
+        if not resolution.ok:
+            raise LLMError(resolution.problem or "unknown model", code="unknown_model")
+        assert resolution.provider is not None
+        request.model = resolution.model
+        return resolution.provider, request
+
+    def _check_budgets(self, provider: str, request: ChatRequest) -> None:
+        budgets = active_budgets()
+        if budgets:
+            upper = self.request_upper_bound(provider, request)
+            for budget in budgets:
+                budget.check(upper)
+
+    def _account(self, provider: str, completion: Completion) -> Completion:
+        completion.cost_usd = self.price(completion.model, provider).cost(completion.usage)
+        for budget in active_budgets():
+            budget.charge(completion.cost_usd)
+        return completion
+
+    async def complete(
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+    ) -> Completion:
+        """One answer (text, or tool calls when `request.tools` is set), with usage and cost."""
+        name, request = self._target(request, provider)
+        self._check_budgets(name, request)
+        backend = self.provider(name)
+        semaphore = self._limits.get(name, self.config.provider(name).max_concurrency)
+
+        async def attempt() -> Completion:
+            async with semaphore:
+                return await backend.complete(request)
+
+        completion = await self._policy(name).run(attempt, on_retry=on_retry)
+        # Price by the name asked for: a server may answer with a dated version or a file path.
+        completion.model = request.model if name == "local" else completion.model
+        return self._account(name, completion)
+
+    async def tool_turn(
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+    ) -> Completion:
+        """One turn of a tool-calling conversation: the model answers or asks for tools."""
+        if not request.tools:
+            raise ValueError("a tool turn needs at least one tool")
+        return await self.complete(request, provider=provider, on_retry=on_retry)
+
+    async def stream(
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+    ) -> AsyncIterator[StreamDelta]:
+        """Text pieces as they come, then one delta with the whole priced `Completion`.
+
+        Opening the stream is retried like a call; a failure after text has arrived is not.
+        """
+        name, request = self._target(request, provider)
+        self._check_budgets(name, request)
+        backend = self.provider(name)
+        semaphore = self._limits.get(name, self.config.provider(name).max_concurrency)
+        policy = self._policy(name)
+        async with semaphore:
+
+            async def open_stream() -> tuple[AsyncIterator[StreamDelta], StreamDelta]:
+                iterator = backend.stream(request).__aiter__()
+                return iterator, await anext(iterator)
+
+            iterator, first = await policy.run(open_stream, on_retry=on_retry)
+            pending: StreamDelta | None = first
+            while pending is not None:
+                if pending.completion is not None:
+                    completion = pending.completion
+                    completion.model = request.model if name == "local" else completion.model
+                    yield StreamDelta(text=pending.text, completion=self._account(name, completion))
+                    return
+                yield pending
+                pending = await anext(iterator, None)
+
+    async def aclose(self) -> None:
+        for provider in list(self._providers.values()):
+            await provider.aclose()
+        self._providers.clear()
+
