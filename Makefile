@@ -20,6 +20,7 @@ setup: $(STAMP)
 
 test-setup: setup
 	bash scripts/setup_llm.sh
+	bash scripts/setup_mcp.sh
 
 run: setup
 	$(VENV)/bin/ice-mcp run examples/sales_report.yaml --data-dir .data

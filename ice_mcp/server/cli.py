@@ -1,0 +1,177 @@
+"""`ice-mcp serve` and `ice-mcp claude-config`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ice_mcp.server.options import PROJECT_ROOT, ServerOptions
+
+logger = logging.getLogger("ice_mcp.server")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--http", action="store_true", help="serve Streamable HTTP instead of stdio"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--stateless", action="store_true", help="no sessions (for replicas behind a load balancer)"
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="refuse blueprint_register / blueprint_delete"
+    )
+    parser.add_argument(
+        "--canonical-names", action="store_true", help="advertise workflow:<name> ids"
+    )
+    parser.add_argument(
+        "--tools", action="append", default=[], metavar="MODULE", help="import a tool module"
+    )
+    parser.add_argument(
+        "--blueprints",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="register blueprints from DIR",
+    )
+    parser.add_argument(
+        "--include", action="append", default=[], metavar="PATTERN", help="list only matching tools"
+    )
+    parser.add_argument(
+        "--exclude", action="append", default=[], metavar="PATTERN", help="hide matching tools"
+    )
+    parser.add_argument(
+        "--wait-seconds", type=float, default=None, help="wait budget of a tool call"
+    )
+    parser.add_argument(
+        "--allowed-host", action="append", default=[], help="extra Host header value to accept"
+    )
+    parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+
+
+def add_serve_commands(subparsers: Any) -> None:
+    """Add `serve` and `claude-config` to the main CLI's subparsers (each sets `handler`)."""
+    serve = subparsers.add_parser("serve", help="run the MCP server (stdio, or --http)")
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=run_serve)
+    config = subparsers.add_parser(
+        "claude-config", help="print the claude_desktop_config.json block"
+    )
+    config.add_argument("--name", default="ice-mcp")
+    config.set_defaults(handler=run_claude_config)
+
+
+def _options(args: argparse.Namespace) -> ServerOptions:
+    options = ServerOptions(
+        canonical_names=args.canonical_names,
+        read_only=args.read_only,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+    )
+    if args.wait_seconds is not None:
+        options.wait_seconds = args.wait_seconds
+    return options
+
+
+def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
+    from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+
+    import_tool_modules(args.tools)
+    orc = Orchestrator()
+    if args.conformance_fixtures:
+        from ice_mcp.server.fixtures import Fixtures
+
+        options.fixtures = Fixtures(orc)
+        options.bare_names = frozenset(options.fixtures.register())
+    for folder in args.blueprints:
+        for problem in orc.load_blueprints(Path(folder)):
+            logger.warning("blueprint not registered: %s", problem.message)
+    return orc
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    options = _options(args)
+    orc = build_orchestrator(args, options)
+    try:
+        if args.http:
+            import uvicorn
+
+            from ice_mcp.server.web import create_http_app
+
+            app = create_http_app(
+                orc,
+                options,
+                host=args.host,
+                port=args.port,
+                stateless=args.stateless,
+                allowed_hosts=args.allowed_host,
+            )
+            config = uvicorn.Config(
+                app,
+                host=args.host,
+                port=args.port,
+                log_level=args.log_level.lower(),
+                lifespan="on",
+                access_log=False,
+            )
+            await uvicorn.Server(config).serve()
+        else:
+            from ice_mcp.server.stdio import serve_stdio
+
+            await serve_stdio(orc, options)
+    finally:
+        await orc.aclose()
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def claude_config(name: str = "ice-mcp") -> dict[str, Any]:
+    """The `mcpServers` block for this installation, with absolute paths."""
+    script = Path(sys.executable).with_name("ice-mcp")
+    if script.exists():
+        command, cmd_args = str(script), ["serve"]
+    elif found := shutil.which("ice-mcp"):
+        command, cmd_args = str(Path(found).resolve()), ["serve"]
+    else:
+        command, cmd_args = str(Path(sys.executable).absolute()), ["-m", "ice_mcp.server", "serve"]
+    server: dict[str, Any] = {"command": command, "args": cmd_args}
+    env = {"PYTHONPATH": str(PROJECT_ROOT)} if cmd_args[0] == "-m" else {}
+    blueprints = PROJECT_ROOT / "blueprints"
+    if blueprints.is_dir():
+        cmd_args += ["--blueprints", str(blueprints)]
+    if env:
+        server["env"] = env
+    return {"mcpServers": {name: server}}
+
+
+def run_claude_config(args: argparse.Namespace) -> int:
+    print(json.dumps(claude_config(getattr(args, "name", "ice-mcp")), indent=2))
+    return 0
+
+
+def serve_main(argv: list[str]) -> int:
+    """`serve ...` or `claude-config`: for callers that do not share the main parser."""
+    parser = argparse.ArgumentParser(prog="ice-mcp")
+    add_serve_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))

@@ -1,0 +1,134 @@
+"""Run records to MCP tool results: the envelope as structuredContent plus the same JSON as text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+
+ENVELOPE_KEYS = ("run_id", "status", "outputs", "error", "cost_usd", "duration_ms")
+FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
+
+# Kept cheap to validate: clients re-check structuredContent against it on every call.
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "run_id": {
+            "type": ["string", "null"],
+            "description": "The run's id (null when nothing ran)",
+        },
+        "status": {
+            "type": "string",
+            "description": "running, succeeded, failed, cancelled, timed_out, over_budget",
+        },
+        "outputs": {"type": ["object", "null"], "description": "The workflow's outputs"},
+        "error": {"type": ["object", "null"], "description": "What failed, and where"},
+        "cost_usd": {"type": ["number", "null"]},
+        "duration_ms": {"type": ["number", "null"]},
+    },
+    "required": ["run_id", "status"],
+}
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False, sort_keys=False)
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A run record as the spec's dict, whatever object the orchestrator handed back."""
+    if record is None:
+        return {}
+    if isinstance(record, Mapping):
+        return dict(record)
+    to_dict = getattr(record, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    dump = getattr(record, "model_dump", None)
+    if callable(dump):
+        return dict(dump(mode="json"))
+    return {k: getattr(record, k, None) for k in ENVELOPE_KEYS}
+
+
+def envelope(record: Any) -> dict[str, Any]:
+    data = record_dict(record)
+    return {key: data.get(key) for key in ENVELOPE_KEYS}
+
+
+def failed_node(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The node that failed the run and its message, if the record says."""
+    error = record.get("error")
+    if isinstance(error, Mapping) and error.get("node_id"):
+        return str(error["node_id"]), str(error.get("message") or "")
+    for node_id, node in (record.get("nodes") or {}).items():
+        if isinstance(node, Mapping) and node.get("status") == "failed":
+            node_error = node.get("error")
+            message = node_error.get("message") if isinstance(node_error, Mapping) else node_error
+            return str(node_id), str(message or "")
+    return None, None
+
+
+def failure_text(record: Mapping[str, Any]) -> str:
+    status = record.get("status", "failed")
+    run_id = record.get("run_id")
+    node_id, message = failed_node(record)
+    error = record.get("error")
+    if message is None and isinstance(error, Mapping):
+        message = str(error.get("message") or "")
+    where = f" at node '{node_id}'" if node_id else ""
+    reason = f": {message}" if message else ""
+    return f"Run {run_id} {status}{where}{reason}"
+
+
+def run_result(record: Any) -> types.CallToolResult:
+    """The envelope of a run (finished or still running) as a tool result."""
+    data = record_dict(record)
+    env = {key: data.get(key) for key in ENVELOPE_KEYS}
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=to_json(env))]
+    is_error = env.get("status") in FAILED
+    if is_error:
+        content.append(types.TextContent(type="text", text=failure_text(data)))
+    elif env.get("status") == "running":
+        content.append(
+            types.TextContent(
+                type="text",
+                text=f"Run {env['run_id']} is still running; call run_result(run_id) to wait for it.",
+            )
+        )
+    return types.CallToolResult(content=content, structured_content=env, is_error=is_error)
+
+
+def json_result(value: Any, *, is_error: bool = False) -> types.CallToolResult:
+    """Any JSON-able value as a tool result (object values also as structuredContent)."""
+    structured = value if isinstance(value, dict) else {"result": value}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=to_json(value))],
+        structured_content=structured,
+        is_error=is_error,
+    )
+
+
+def error_result(
+    code: str, message: str, details: Mapping[str, Any] | None = None
+) -> types.CallToolResult:
+    """A tool-level failure the model can read and act on."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = dict(details)
+    env = {
+        "run_id": None,
+        "status": "error",
+        "outputs": None,
+        "error": error,
+        "cost_usd": None,
+        "duration_ms": None,
+    }
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text=to_json(env)),
+            types.TextContent(type="text", text=message),
+        ],
+        structured_content=env,
+        is_error=True,
+    )

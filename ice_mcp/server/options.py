@@ -1,0 +1,61 @@
+"""Settings of the MCP layer (what is listed, how long a call waits, who may change the catalogue)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser().resolve() if value else default
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    """How the catalogue is advertised and how calls behave."""
+
+    name: str = "ice-mcp"
+    version: str = "0.1.0"
+    # Seconds a tool call waits for its run before answering `running` (Claude Desktop gives up at ~60 s).
+    wait_seconds: float = field(default_factory=lambda: _env_float("ICE_MCP_WAIT_SECONDS", 25.0))
+    # Upper bound for a caller-chosen `wait_seconds`.
+    max_wait_seconds: float = 55.0
+    # Advertise `workflow:<name>` instead of `workflow_<name>`.
+    canonical_names: bool = False
+    # Advertised names stay within this length (64 for every client; lower it to leave room for host prefixes).
+    max_name_length: int = 64
+    # fnmatch patterns on advertised names or canonical ids; empty include = everything.
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    # No catalogue changes at all (blueprint_register / blueprint_delete refused and not listed).
+    read_only: bool = False
+    # Over HTTP, catalogue changes need this bearer token; None = nobody over HTTP may change it.
+    admin_token: str | None = field(
+        default_factory=lambda: os.environ.get("ICE_MCP_ADMIN_TOKEN") or None
+    )
+    # Folders the resources and prompts come from (ICE_MCP_*_DIR override the checkout's folders).
+    blueprints_dir: Path = field(
+        default_factory=lambda: _env_path("ICE_MCP_BLUEPRINTS_DIR", PROJECT_ROOT / "blueprints")
+    )
+    docs_dir: Path = field(
+        default_factory=lambda: _env_path("ICE_MCP_DOCS_DIR", PROJECT_ROOT / "resources")
+    )
+    prompts_dir: Path = field(
+        default_factory=lambda: _env_path("ICE_MCP_PROMPTS_DIR", PROJECT_ROOT / "prompts")
+    )
+    # Advertise fixture tools (conformance mode) under their bare names.
+    bare_names: frozenset[str] = frozenset()
+    # Conformance fixtures answered natively (see fixtures.py); None outside that test mode.
+    fixtures: Any = None

@@ -1,0 +1,130 @@
+"""`/rpc`: plain JSON-RPC 2.0 for agents that are not MCP clients (batches refused)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from jsonrpcserver import Error, Result, Success, async_dispatch
+
+from ice_mcp.errors import IceError
+from ice_mcp.server.calls import ArgumentsInvalid, ToolCalls, check_arguments
+from ice_mcp.server.documents import DocumentError, parse_document
+from ice_mcp.server.envelope import envelope, record_dict
+from ice_mcp.server.runs import run_and_wait
+
+logger = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+SERVER_ERROR = -32000
+
+
+def error_body(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": request_id}
+
+
+Method = Callable[..., Coroutine[Any, Any, Result]]
+
+
+def _guard(fn: Method) -> Method:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Result:
+        try:
+            return await fn(*args, **kwargs)
+        except IceError as exc:
+            return Error(INVALID_PARAMS, exc.message, exc.as_dict())
+        except (DocumentError, ArgumentsInvalid) as exc:
+            return Error(INVALID_PARAMS, str(exc))
+        except Exception:
+            logger.exception("rpc method failed")
+            return Error(SERVER_ERROR, "internal error")
+
+    return wrapper
+
+
+def rpc_methods(orc: Any, calls: ToolCalls) -> dict[str, Method]:
+    async def network_execute(
+        manifest: Any, wait_seconds: float | None = None, idempotency_key: str | None = None
+    ) -> Result:
+        return Success(await calls.network(manifest, wait_seconds, idempotency_key))
+
+    async def workflow_run(
+        name: str,
+        inputs: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        wait_seconds: float | None = None,
+    ) -> Result:
+        if not isinstance(name, str) or not isinstance(inputs or {}, dict):
+            return Error(INVALID_PARAMS, "name must be a string and inputs an object")
+        entry = orc.registry.workflows.get(name)
+        if entry is None:
+            return Error(INVALID_PARAMS, f"unknown workflow {name!r}")
+        check_arguments(entry.blueprint.inputs, inputs or {})
+        record = await run_and_wait(
+            orc,
+            name,
+            dict(inputs or {}),
+            wait_seconds=calls.wait_budget(wait_seconds),
+            idempotency_key=None if idempotency_key is None else str(idempotency_key),
+            progress=None,
+            total=None,
+        )
+        return Success(envelope(record))
+
+    async def blueprint_validate(blueprint: Any) -> Result:
+        return Success(orc.validate(parse_document(blueprint)).model_dump(mode="json"))
+
+    async def run_status(run_id: str) -> Result:
+        record = orc.get_run(str(run_id))
+        if record is None:
+            return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
+        return Success(record_dict(record))
+
+    async def run_cancel(run_id: str) -> Result:
+        if orc.get_run(str(run_id)) is None:
+            return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
+        cancelled = await orc.cancel(str(run_id))
+        return Success({"run_id": run_id, "cancelled": bool(cancelled)})
+
+    methods: dict[str, Method] = {
+        "network.execute": network_execute,
+        "workflow.run": workflow_run,
+        "blueprint.validate": blueprint_validate,
+        "run.status": run_status,
+        "run.cancel": run_cancel,
+    }
+    return {name: _guard(fn) for name, fn in methods.items()}
+
+
+async def handle_rpc(body: bytes, methods: dict[str, Method]) -> dict[str, Any] | None:
+    """One JSON-RPC request in, its response out (None for a notification)."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return error_body(PARSE_ERROR, "Parse error")
+    if isinstance(decoded, list):
+        return error_body(INVALID_REQUEST, "Batches are not supported: send one request per call")
+    if not isinstance(decoded, dict):
+        return error_body(INVALID_REQUEST, "Invalid request")
+    request_id = decoded.get("id") if isinstance(decoded.get("id"), str | int) else None
+    params = decoded.get("params")
+    if params is not None and not isinstance(params, dict | list):
+        return error_body(INVALID_REQUEST, "params must be an object or an array", request_id)
+    try:
+        text = await async_dispatch(json.dumps(decoded), methods=methods)
+    except Exception:
+        logger.exception("rpc dispatch failed")
+        return error_body(SERVER_ERROR, "internal error", request_id)
+    if not text:
+        return None
+    response: dict[str, Any] = json.loads(text)
+    error = response.get("error")
+    if isinstance(error, dict) and error.get("code") == SERVER_ERROR and "data" in error:
+        # jsonrpcserver puts exception text in `data`: never show internals.
+        error.pop("data", None)
+    return response

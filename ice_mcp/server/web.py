@@ -1,0 +1,175 @@
+"""The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/healthz`."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ice_mcp.server.access import bearer_token, same_secret
+from ice_mcp.server.app import build_server
+from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+PROTECTED = ("/mcp", "/rpc")
+
+
+def security_settings(
+    host: str, port: int, extra_hosts: list[str] | None = None
+) -> TransportSecuritySettings:
+    """Host/Origin validation, always on: loopback names plus the bound host."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::"):
+        hosts += [f"{host}:{port}", host]
+        origins += [f"http://{host}:{port}", f"https://{host}:{port}"]
+    for extra in extra_hosts or []:
+        hosts.append(extra)
+        origins += [f"http://{extra}", f"https://{extra}"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class Guard:
+    """Bearer token (when configured) and a body-size cap in front of `/mcp` and `/rpc`."""
+
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, admin_token: str | None, max_body: int
+    ) -> None:
+        self.app = app
+        self.token = token
+        self.admin_token = admin_token
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(PROTECTED):
+            await self.app(scope, receive, send)
+            return
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
+        if self.token:
+            given = bearer_token(headers)
+            if not (same_secret(given, self.token) or same_secret(given, self.admin_token)):
+                await JSONResponse(
+                    error_body(-32001, "Unauthorized: send Authorization: Bearer <token>"),
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="ice-mcp"'},
+                )(scope, receive, send)
+                return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await self._too_large(scope, receive, send)
+            return
+        if length is None and scope.get("method") == "POST":
+            # A chunked body: read it here (up to the cap) and replay it to the app.
+            body, complete = await _read_capped(receive, self.max_body)
+            if not complete:
+                await self._too_large(scope, receive, send)
+                return
+            await self.app(scope, _replay(body, receive), send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            error_body(INVALID_REQUEST, "Request body too large"), status_code=413
+        )
+        await response(scope, receive, send)
+
+
+async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message.get("type") != "http.request":
+            return b"".join(chunks), True
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def create_http_app(
+    orc: Any,
+    options: ServerOptions | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    stateless: bool = False,
+    json_response: bool = False,
+    token: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    allowed_hosts: list[str] | None = None,
+) -> Starlette:
+    """The Starlette app serving `orc`. `token` defaults to ICE_MCP_TOKEN."""
+    options = options or ServerOptions()
+    token = token if token is not None else (os.environ.get("ICE_MCP_TOKEN") or None)
+    server = build_server(orc, options)
+    settings = security_settings(host, port, allowed_hosts)
+    security = TransportSecurityMiddleware(settings)
+    methods = rpc_methods(orc, server.ice_calls)
+
+    async def rpc(request: Request) -> Response:
+        rejected = await security.validate_request(request, is_post=True)
+        if rejected is not None:
+            return rejected
+        if "application/json" not in request.headers.get("content-type", ""):
+            return JSONResponse(
+                error_body(INVALID_REQUEST, "Content-Type must be application/json"),
+                status_code=415,
+            )
+        body = await request.body()
+        if len(body) > max_body:
+            return JSONResponse(
+                error_body(INVALID_REQUEST, "Request body too large"), status_code=413
+            )
+        response = await handle_rpc(body, methods)
+        if response is None:
+            return Response(status_code=204)
+        return Response(json.dumps(response, default=str), media_type="application/json")
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=json_response,
+        stateless_http=stateless,
+        transport_security=settings,
+        max_request_body_size=max_body,
+        host=host,
+        custom_starlette_routes=[
+            Route("/rpc", rpc, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+    )
+    app.add_middleware(Guard, token=token, admin_token=options.admin_token, max_body=max_body)
+    app.state.ice_server = server
+    return app

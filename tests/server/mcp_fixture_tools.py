@@ -1,0 +1,20 @@
+"""Tools for server subprocesses started by the tests (`--tools mcp_fixture_tools`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.tools.registry import ToolAnnotations, tool
+
+
+@tool(annotations=ToolAnnotations(read_only=True, idempotent=True))
+def echo(value: Any = None) -> dict[str, Any]:
+    """Return the value given."""
+    return {"value": value}
+
+
+@tool(annotations=ToolAnnotations(read_only=True))
+def boom(why: Any = None) -> dict[str, Any]:
+    """Always fails."""
+    raise NodeFailure(f"boom: {why}", code="boom", retryable=False)
