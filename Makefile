@@ -23,7 +23,7 @@ test-setup: setup
 	bash scripts/setup_mcp.sh
 
 run: setup
-	$(VENV)/bin/ice-mcp run examples/sales_report.yaml --data-dir .data
+	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --data-dir .data --log-level info
 
 test: test-setup
 	$(PY) -m pytest -q

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationReport
+from ice_mcp.blueprint.loading import read_document
 from ice_mcp.engine.events import Event
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator, import_tool_modules
@@ -191,8 +192,13 @@ async def _network(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     orchestrator = make_orchestrator(args)
+    path = Path(args.file)
     try:
-        report = orchestrator.validate(Path(args.file))
+        document = read_document(path)
+        if str(document.get("api_version", "")).startswith("network"):
+            report = orchestrator.validate_network(path, from_client=False, base_dir=path.resolve().parent)
+        else:
+            report = orchestrator.validate(document)
     finally:
         orchestrator.close()
     if args.json:

@@ -256,6 +256,19 @@ class Orchestrator:
         await handle.wait()
         return True
 
+    def validate_network(self, manifest: NetworkManifest | str | Path | Mapping[str, Any], *,
+                         from_client: bool = True, base_dir: Path | None = None) -> ValidationReport:
+        """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
+        from ice_mcp.engine.network import NetworkRunner
+
+        try:
+            NetworkRunner(self, from_client=from_client, base_dir=base_dir).check(manifest)
+        except BlueprintInvalid as exc:
+            return exc.report
+        except IceError as exc:
+            return ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])
+        return ValidationReport(ok=True)
+
     async def run_network(self, manifest: NetworkManifest | str | Path | Mapping[str, Any], *,
                           from_client: bool = True, base_dir: Path | None = None,
                           on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:

@@ -33,13 +33,20 @@ class NetworkRunner:
         self.from_client = from_client
         self.base_dir = base_dir
 
-    async def run(self, source: NetworkManifest | str | Path | Mapping[str, Any],
-                  on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:
+    def _load(self, source: NetworkManifest | str | Path | Mapping[str, Any]) -> NetworkManifest:
         if isinstance(source, Path | str) and self.base_dir is None and not self.from_client:
             path = Path(source)
             if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
                 self.base_dir = path.resolve().parent
-        manifest = load_network(source)
+        return load_network(source)
+
+    def check(self, source: NetworkManifest | str | Path | Mapping[str, Any]) -> None:
+        """Raise BlueprintInvalid with every problem of the manifest; run nothing."""
+        self._compile(self._load(source), _never_run)
+
+    async def run(self, source: NetworkManifest | str | Path | Mapping[str, Any],
+                  on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:
+        manifest = self._load(source)
         plans: dict[str, Plan] = {}
         results: dict[str, dict[str, Any]] = {w.id: {"status": "skipped", "run_id": None, "outputs": None,
                                                      "error": None} for w in manifest.workflows}
@@ -147,3 +154,6 @@ class NetworkRunner:
 def _invalid(code: str, message: str, suggestion: str | None = None) -> BlueprintInvalid:
     return BlueprintInvalid(ValidationReport(ok=False, errors=[ValidationIssue(code=code, message=message, suggestion=suggestion)]))
 
+
+async def _never_run(call: NodeCall) -> NodeResult:
+    raise NodeFailure("a network being validated runs nothing", code="internal", retryable=False)

@@ -54,6 +54,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allowed-host", action="append", default=[], help="extra Host header value to accept"
     )
+    parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    parser.add_argument("--sandbox-expressions", action="store_true",
+                        help="evaluate conditions and convergence in the WebAssembly sandbox")
     parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
 
@@ -84,9 +88,15 @@ def _options(args: argparse.Namespace) -> ServerOptions:
 
 def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
     from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+    from ice_mcp.services import Settings
 
     import_tool_modules(args.tools)
-    orc = Orchestrator()
+    settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
+                                 sandbox_expressions=getattr(args, "sandbox_expressions", False) or None)
+    orc = Orchestrator(settings=settings)
+    recovered = orc.recover_interrupted_runs()
+    if recovered:
+        logger.warning("%d run(s) left running by a previous server were marked failed", recovered)
     if args.conformance_fixtures:
         from ice_mcp.server.fixtures import Fixtures
 
@@ -115,6 +125,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 stateless=args.stateless,
                 allowed_hosts=args.allowed_host,
             )
+            announce(args.host, args.port, sorted(orc.registry.workflows))
             config = uvicorn.Config(
                 app,
                 host=args.host,
@@ -130,6 +141,18 @@ async def _serve(args: argparse.Namespace) -> None:
             await serve_stdio(orc, options)
     finally:
         await orc.aclose()
+
+
+def announce(host: str, port: int, workflows: list[str]) -> None:
+    """What `make run` shows: where the server listens and how to use it from Claude Desktop (stderr)."""
+    url_host = f"[{host}]" if ":" in host else host
+    lines = [
+        f"ice_mcp: MCP over Streamable HTTP at http://{url_host}:{port}/mcp (JSON-RPC at /rpc, health at /healthz)",
+        f"ice_mcp: {len(workflows)} workflow(s): {', '.join(workflows) or '(none)'}",
+        "ice_mcp: for Claude Desktop (stdio), add this to claude_desktop_config.json:",
+        json.dumps(claude_config(), indent=2),
+    ]
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def run_serve(args: argparse.Namespace) -> int:
