@@ -186,12 +186,18 @@ class Orchestrator:
                 self.store.save(record, idempotency_key=key, events=ctx.events.events)
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
-        # A run cancelled before its first step never reached the runner: close its record here.
-        if task.cancelled() and handle.record.status == "running":
+        # A run cancelled before its first step, or whose task died, never closed its record: close it here.
+        if handle.record.status != "running":
+            return
+        if task.cancelled():
             handle.record.status = "cancelled"
             handle.record.error = {"code": "cancelled", "message": "the run was cancelled before it started"}
-            if self.store is not None:
-                self.store.save(handle.record, events=handle.events.events)
+        else:
+            exc = task.exception()
+            handle.record.status = "failed"
+            handle.record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+        if self.store is not None:
+            self.store.save(handle.record, events=handle.events.events)
 
     def _plan(self, target: Target) -> Plan:
         if isinstance(target, str) and target in self.registry.workflows:

@@ -74,6 +74,8 @@ class Plan:
         for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
             if key not in filled and isinstance(prop, Mapping) and "default" in prop:
                 filled[key] = prop["default"]
+        if self.inputs_validator.is_valid(filled):
+            return filled, []
         errors = sorted(self.inputs_validator.iter_errors(filled), key=lambda e: list(e.path))
         problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
         return filled, problems
