@@ -364,11 +364,64 @@ def _free_names(tree: nodes.Template) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(tree)) - RESERVED_NAMES
 
 
+@dataclass(slots=True)
+class PathExpression(Expression):
+    """`a.b[0].c`: a name and constant keys, looked up without building a Jinja context.
+
+    Same semantics as the sandbox: dict keys first, then sandboxed attribute access;
+    anything missing (or a skipped node, read as none) gives none.
+    """
+
+    root: str = ""
+    keys: tuple[str | int, ...] = ()
+
+    def render(self, scope: Scope) -> Any:
+        try:
+            value = scope.lookup(self.root)
+        except KeyError:
+            return None
+        for key in self.keys:
+            if type(value) is dict and key in value:
+                value = value[key]
+            elif type(value) is list and type(key) is int:
+                value = value[key] if -len(value) <= key < len(value) else None
+            elif value is None:
+                return None
+            else:
+                with _render_errors(f"expression {self.source!r}", self.source):
+                    value = ENV.getattr(value, key) if isinstance(key, str) else ENV.getitem(value, key)
+                if isinstance(value, ChainableUndefined):
+                    return None
+        return _check_result(value, self.source)
+
+
+def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
+    """(name, keys) when `node` is a plain attribute/constant-index path, else None."""
+    keys: list[str | int] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            keys.append(node.attr)
+            node = node.node
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) \
+                and type(node.arg.value) in (str, int):
+            keys.append(node.arg.value)
+            node = node.node
+        elif isinstance(node, nodes.Name) and node.ctx == "load":
+            return node.name, tuple(reversed(keys))
+        else:
+            return None
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_expression(source: str) -> Expression:
     """A bare expression (conditions, convergence); raises TemplateCompileError."""
     tree = _parse("{{ " + source + " }}", "expression_syntax")
     _only_expressions(tree, "expression_syntax")
+    output = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(output, nodes.Output) and len(output.nodes) == 1:
+        path = _path_of(output.nodes[0])
+        if path is not None and path[0] not in RESERVED_NAMES:
+            return PathExpression(source, None, _free_names(tree), path[0], path[1])
     try:
         function = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateError as exc:
