@@ -28,7 +28,7 @@ import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import AsyncIterator, Iterator  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, TypedDict  # noqa: E402
 
 NOOP = {
     "name": "noop",
@@ -98,6 +98,24 @@ def bare_server() -> Any:
     return Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class Echoed(TypedDict):
+    value: Any
+
+
+def typed_server() -> Any:
+    """The SDK's idiomatic server: MCPServer with a typed trivial tool (its return type gives an
+    outputSchema, so the client validates every result, as it does for ours)."""
+    from mcp.server import MCPServer
+
+    def noop(value: Any = None) -> Echoed:
+        """Return the value."""
+        return {"value": value}
+
+    server = MCPServer("typed")
+    server.add_tool(noop, structured_output=True)
+    return server
+
+
 def ice_orchestrator() -> Any:
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.services import Settings
@@ -132,6 +150,16 @@ def serve(kind: str, transport: str, port: int) -> None:
             import uvicorn
 
             app = server.streamable_http_app(host="127.0.0.1")
+            uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        return
+    if kind == "typed":
+        typed = typed_server()
+        if transport == "stdio":
+            asyncio.run(typed.run_stdio_async())
+        else:
+            import uvicorn
+
+            app = typed.streamable_http_app(host="127.0.0.1")
             uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
         return
     from ice_mcp.server import ServerOptions, create_http_app, serve_stdio
@@ -226,22 +254,25 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def compare(transport: str, calls: int) -> tuple[float, float]:
-    """p50 of both servers, calls interleaved one by one so machine noise hits both alike."""
+KINDS = ("bare", "typed", "ice")
+
+
+async def compare(transport: str, calls: int) -> dict[str, float]:
+    """p50 of each server, calls interleaved one by one so machine noise hits all alike."""
     async with contextlib.AsyncExitStack() as stack:
         clients = {}
-        for kind in ("bare", "ice"):
+        for kind in KINDS:
             url = stack.enter_context(http_child(kind)) if transport == "http" else None
             clients[kind] = await stack.enter_async_context(connect(kind, transport, url))
-        tools = {"bare": "noop", "ice": "workflow_noop"}
+        tools = {"bare": "noop", "typed": "noop", "ice": "workflow_noop"}
         for kind, client in clients.items():
             await warm(client, tools[kind])
-        samples: dict[str, list[float]] = {"bare": [], "ice": []}
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
         for i in range(calls):
-            order = ("bare", "ice") if i % 2 == 0 else ("ice", "bare")
-            for kind in order:
+            shift = i % len(KINDS)
+            for kind in KINDS[shift:] + KINDS[:shift]:
                 samples[kind].append(await timed(clients[kind], tools[kind], i))
-    return statistics.median(samples["bare"]), statistics.median(samples["ice"])
+    return {kind: statistics.median(values) for kind, values in samples.items()}
 
 
 async def load(
@@ -296,9 +327,11 @@ async def load(
 async def main(args: argparse.Namespace) -> int:
     print(f"MCP layer benchmark ({args.calls} sequential calls per server, legacy-era sessions)")
     for transport in ("stdio", "http"):
-        bare, ice = await compare(transport, args.calls)
+        p50 = await compare(transport, args.calls)
         print(
-            f"  {transport:5}  bare SDK noop p50 {bare:6.2f} ms   workflow_noop p50 {ice:6.2f} ms   ratio {ice / bare:.2f}"
+            f"  {transport:5}  bare low-level SDK noop p50 {p50['bare']:6.2f} ms   "
+            f"MCPServer typed noop p50 {p50['typed']:6.2f} ms   workflow_noop p50 {p50['ice']:6.2f} ms   "
+            f"ratio {p50['ice'] / p50['bare']:.2f} (vs low-level) / {p50['ice'] / p50['typed']:.2f} (vs MCPServer)"
         )
     errors = 0
     for label, kind, tool in (
@@ -320,7 +353,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--per-client", type=int, default=5)
-    parser.add_argument("--serve", choices=["bare", "ice"])
+    parser.add_argument("--serve", choices=list(KINDS))
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
     arguments = parser.parse_args()
