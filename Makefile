@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test setup test-setup lint bench clean
+.PHONY: run test setup test-setup lint check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,12 @@ test-setup: setup
 run: setup
 	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --data-dir .data --log-level info
 
-test: test-setup
+test: test-setup check
 	$(PY) -m pytest -q
 
-lint: setup
+lint: setup check
+
+check:
 	$(VENV)/bin/ruff check ice_mcp tests bench
 	$(VENV)/bin/mypy
 
