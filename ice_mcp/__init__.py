@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ice_mcp.agents.definition import agent, register_agent
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport
 from ice_mcp.blueprint.loading import load_blueprint, load_network
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
@@ -49,6 +50,7 @@ __all__ = [
     "ValidationIssue",
     "ValidationReport",
     "WorkflowBuilder",
+    "agent",
     "default_orchestrator",
     "import_tool_modules",
     "load_blueprint",
@@ -93,7 +95,3 @@ def register_workflow(blueprint: Blueprint | Mapping[str, Any] | str | Path) -> 
     """Validate and register a workflow by its name; raises BlueprintInvalid."""
     return default_orchestrator().register_blueprint(blueprint)
 
-
-def register_agent(name: str, config: Mapping[str, Any], description: str = "") -> None:
-    """Register an agent (an inline-agent config: model, system, tools, memory, max_iterations)."""
-    DEFAULT_REGISTRY.add_agent(name, dict(config), description)
