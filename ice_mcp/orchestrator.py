@@ -10,12 +10,13 @@ import sys
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
-from ice_mcp.engine.context import RunContext, Sleep, Spend
+from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog, Listener
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
@@ -30,6 +31,8 @@ from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
 
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
+# Who is asking: set by the MCP layer per request (a hash of the bearer token, or "local").
+CURRENT_CALLER: ContextVar[str | None] = ContextVar("ice_mcp_caller", default=None)
 
 
 class RunHandle:
@@ -87,6 +90,7 @@ class Orchestrator:
         self.runner = Runner()
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
         self._keys: dict[str, str] = {}
+        self._callers: dict[str, Spend] = {}
 
     # -- blueprints and the catalogue ---------------------------------------
 
@@ -148,6 +152,8 @@ class Orchestrator:
                     existing.subscribe(on_event)
                 return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
+        parent_spend = parent_spend or self.caller_spend()
+        check_fits(plan.estimate, parent_spend, plan.name)
         inputs, problems = plan.prepare_inputs(inputs or {})
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
@@ -225,6 +231,16 @@ class Orchestrator:
             record = self.get_run(run_id)
             handle = RunHandle(record, EventLog(run_id), None) if record else None
         return handle
+
+    def caller_spend(self, caller: str | None = None) -> Spend | None:
+        """The running spend of a caller (default: the current one) against `caller_budget_usd`."""
+        caller = caller or CURRENT_CALLER.get()
+        if caller is None or self.settings.caller_budget_usd is None:
+            return None
+        spend = self._callers.get(caller)
+        if spend is None:
+            spend = self._callers[caller] = Spend(budget_usd=self.settings.caller_budget_usd)
+        return spend
 
     def recover_interrupted_runs(self) -> int:
         """At server start: runs left `running` by a process that died are marked failed."""

@@ -32,6 +32,7 @@ class Settings:
     memory_backend: str = "memory"
     persist_runs: bool = True
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
+    caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -46,6 +47,8 @@ class Settings:
             values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
         if env.get("ICE_MCP_SANDBOX_EXPRESSIONS"):
             values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
+        if env.get("ICE_MCP_CALLER_BUDGET_USD"):
+            values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -7,7 +7,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.engine.events import EventLog
+from ice_mcp.errors import IceError
 from ice_mcp.nodes.base import Usage
 
 if TYPE_CHECKING:
@@ -61,6 +63,17 @@ class Spend:
                 left = here if left is None else min(left, here)
             spend = spend.parent
         return left
+
+
+def check_fits(estimate: CostEstimate, spend: Spend | None, what: str) -> None:
+    """Refuse before running when the estimate's upper bound does not fit an enclosing budget."""
+    left = spend.remaining() if spend is not None else None
+    if left is None or estimate.is_free:
+        return
+    if estimate.usd_max is None or estimate.usd_max > left * (1 + 1e-9):
+        upper = "unbounded" if estimate.usd_max is None else f"${estimate.usd_max:.4f}"
+        raise IceError(f"{what}: cost up to {upper} does not fit the ${left:.4f} left in the budget",
+                       code="over_budget", details={"estimate_usd_max": estimate.usd_max, "remaining_usd": left})
 
 
 @dataclass(slots=True)

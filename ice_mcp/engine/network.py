@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
+from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.loading import load_network
 from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
-from ice_mcp.engine.context import RunContext, RunStopped, Spend
+from ice_mcp.engine.context import RunContext, RunStopped, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
@@ -50,7 +50,8 @@ class NetworkRunner:
         plans: dict[str, Plan] = {}
         results: dict[str, dict[str, Any]] = {w.id: {"status": "skipped", "run_id": None, "outputs": None,
                                                      "error": None} for w in manifest.workflows}
-        spend = Spend(budget_usd=manifest.budget_usd)
+        caller = self.orc.caller_spend()
+        spend = Spend(budget_usd=manifest.budget_usd, parent=caller)
         events = EventLog(f"network:{manifest.name}", [on_event] if on_event else [])
 
         async def run_one(call: NodeCall) -> NodeResult:
@@ -69,6 +70,10 @@ class NetworkRunner:
 
         compiled, graph = self._compile(manifest, run_one)
         plans.update(compiled)
+        total = CostEstimate()
+        for plan in compiled.values():
+            total = total + plan.estimate
+        check_fits(total, spend, f"network {manifest.name!r}")
         ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner,
                          globals=manifest.global_)
         status = "succeeded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from typing import Any
 
@@ -20,6 +21,15 @@ def same_secret(given: str | None, expected: str | None) -> bool:
     if not given or not expected:
         return False
     return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def caller_id(request: Any) -> str:
+    """Whom a budget is kept for: `local` over stdio, else a hash of the bearer token (never the token)."""
+    headers = getattr(request, "headers", None)
+    if request is None or headers is None:
+        return "local"
+    token = bearer_token(headers)
+    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:16] if token else "anonymous"
 
 
 def may_administer(request: Any, options: ServerOptions) -> bool:

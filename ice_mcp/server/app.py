@@ -19,7 +19,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.access import may_administer
+from ice_mcp.orchestrator import CURRENT_CALLER
+from ice_mcp.server.access import caller_id, may_administer
 from ice_mcp.server.calls import ToolCalls
 from ice_mcp.server.catalogue import Catalogue
 from ice_mcp.server.documents import DocumentError
@@ -113,6 +114,7 @@ def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
             return await fixtures.call(entry.target, ctx, params)
         raw = ctx.params or {}
         meta = raw.get("_meta") if isinstance(raw, Mapping) else None
+        CURRENT_CALLER.set(caller_id(_request(ctx)))  # this handler's own context: budgets per caller
         try:
             return await calls.call(
                 entry,
@@ -201,6 +203,7 @@ def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
     async def network_execute(
         ctx: ServerRequestContext[Any, Any], params: NetworkExecuteParams
     ) -> dict[str, Any]:
+        CURRENT_CALLER.set(caller_id(_request(ctx)))
         try:
             return await calls.network(params.manifest, params.wait_seconds, params.idempotency_key)
         except IceError as exc:

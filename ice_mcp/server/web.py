@@ -13,7 +13,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ice_mcp.server.access import bearer_token, same_secret
+from ice_mcp.orchestrator import CURRENT_CALLER
+from ice_mcp.server.access import bearer_token, caller_id, same_secret
 from ice_mcp.server.app import build_server
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
@@ -150,6 +151,7 @@ def create_http_app(
             return JSONResponse(
                 error_body(INVALID_REQUEST, "Request body too large"), status_code=413
             )
+        CURRENT_CALLER.set(caller_id(request))  # this request's own context: budgets per caller
         response = await handle_rpc(body, methods)
         if response is None:
             return Response(status_code=204)
