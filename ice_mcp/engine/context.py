@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,11 @@ def check_fits(estimate: CostEstimate, spend: Spend | None, what: str) -> None:
         upper = "unbounded" if estimate.usd_max is None else f"${estimate.usd_max:.4f}"
         raise IceError(f"{what}: cost up to {upper} does not fit the ${left:.4f} left in the budget",
                        code="over_budget", details={"estimate_usd_max": estimate.usd_max, "remaining_usd": left})
+
+
+# The spend (run, then network and caller above it) of the node running in this task; LLM calls
+# check their upper-bound cost against it before they are made.
+CURRENT_SPEND: ContextVar[Spend | None] = ContextVar("ice_mcp_spend", default=None)
 
 
 @dataclass(slots=True)

@@ -11,7 +11,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ice_mcp.engine.context import GraphRunner, RunContext, RunStopped, Spend, SubgraphResult
+from ice_mcp.engine.context import (
+    CURRENT_SPEND,
+    GraphRunner,
+    RunContext,
+    RunStopped,
+    Spend,
+    SubgraphResult,
+)
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.records import NodeRecord, RunRecord
 from ice_mcp.engine.scheduler import Scheduler
@@ -65,7 +72,10 @@ class Runner(GraphRunner):
             record.outputs = self._outputs(plan, scope, result)
             record.status = "succeeded"
         except GraphFailed as exc:
-            record.status, record.error = "failed", exc.as_dict()
+            # A model call refused for lack of budget ends the run as over budget, not as a failure.
+            cause = exc.details.get("cause") or {}
+            record.status = "over_budget" if cause.get("code") == "over_budget" else "failed"
+            record.error = exc.as_dict()
         except RunStopped as exc:
             record.status, record.error = exc.status, {"code": exc.status, "message": exc.message}
         except TimeoutError:
@@ -119,6 +129,7 @@ class Runner(GraphRunner):
     async def run_node(self, node: PlanNode, scope: Scope, ctx: RunContext, record: NodeRecord) -> NodeResult:
         """All attempts of one node: retries with backoff, a timeout per attempt."""
         spec = node.spec
+        CURRENT_SPEND.set(ctx.spend)  # this node task's own context
         ctx.emit("node_started", node.id, 1)
         attempt = 0
         while True:

@@ -4,7 +4,6 @@
 `ChatRequest` and answer with a priced `Completion`.
 """
 
-from ice_mcp.llm.budget import Budget, BudgetBook, budget_scope
 from ice_mcp.llm.config import PROVIDERS, LLMConfig, ProviderSettings, Resolution
 from ice_mcp.llm.errors import BudgetExceeded, LLMError
 from ice_mcp.llm.pricing import Price, PriceTable, default_prices, estimate_tokens
@@ -14,8 +13,6 @@ from ice_mcp.llm.types import ChatRequest, Completion, Message, StreamDelta, Too
 
 __all__ = [
     "PROVIDERS",
-    "Budget",
-    "BudgetBook",
     "BudgetExceeded",
     "ChatRequest",
     "Completion",
@@ -31,7 +28,6 @@ __all__ = [
     "StreamDelta",
     "ToolCall",
     "ToolSpec",
-    "budget_scope",
     "default_prices",
     "estimate_tokens",
 ]

@@ -37,13 +37,12 @@ class LLMError(Exception):
 
 
 class BudgetExceeded(LLMError):
-    """A call refused because a budget (network, caller) has no room for it."""
+    """A call refused before it is made: its upper-bound cost does not fit the budget left."""
 
-    def __init__(self, message: str, *, scope: str, limit_usd: float, spent_usd: float) -> None:
+    def __init__(self, message: str, *, upper_usd: float, remaining_usd: float) -> None:
         super().__init__(message, code="over_budget", retryable=False)
-        self.scope = scope
-        self.limit_usd = limit_usd
-        self.spent_usd = spent_usd
+        self.upper_usd = upper_usd
+        self.remaining_usd = remaining_usd
 
 
 def status_error(provider: str, status: int, message: str, headers: Mapping[str, str] | None) -> LLMError:

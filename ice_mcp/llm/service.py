@@ -8,9 +8,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from ice_mcp.llm.budget import active_budgets
+from ice_mcp.engine.context import CURRENT_SPEND
 from ice_mcp.llm.config import LLMConfig, Resolution
-from ice_mcp.llm.errors import LLMError
+from ice_mcp.llm.errors import BudgetExceeded, LLMError
 from ice_mcp.llm.pricing import Price, call_cost_range, estimate_tokens
 from ice_mcp.llm.providers import Provider, make_provider
 from ice_mcp.llm.resilience import ConcurrencyLimits, OnRetry, RetryPolicy, Sleep
@@ -89,16 +89,21 @@ class LLMService:
         return resolution.provider, request
 
     def _check_budgets(self, provider: str, request: ChatRequest) -> None:
-        budgets = active_budgets()
-        if budgets:
-            upper = self.request_upper_bound(provider, request)
-            for budget in budgets:
-                budget.check(upper)
+        """Refuse a call whose upper-bound cost does not fit what the run, its network and its
+        caller have left (the engine charges actual spend from what nodes report)."""
+        spend = CURRENT_SPEND.get()
+        left = spend.remaining() if spend is not None else None
+        if left is None:
+            return
+        upper = self.request_upper_bound(provider, request)
+        if upper > left:
+            raise BudgetExceeded(
+                f"a model call that may cost ${upper:.6f} does not fit the ${max(left, 0.0):.6f} left in the budget",
+                upper_usd=upper, remaining_usd=left,
+            )
 
     def _account(self, provider: str, completion: Completion) -> Completion:
         completion.cost_usd = self.price(completion.model, provider).cost(completion.usage)
-        for budget in active_budgets():
-            budget.charge(completion.cost_usd)
         return completion
 
     async def complete(

@@ -6,19 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from ice_mcp.engine.context import CURRENT_SPEND, RunStopped, Spend
 from ice_mcp.llm import (
-    Budget,
-    BudgetBook,
     BudgetExceeded,
     ChatRequest,
     LLMConfig,
     LLMService,
     Message,
-    budget_scope,
 )
 from ice_mcp.llm.errors import parse_retry_after
 from ice_mcp.llm.pricing import default_prices
 from ice_mcp.llm.structured import InvalidOutput, parse_json
+from ice_mcp.nodes.base import Usage
 
 KEYS = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a", "GEMINI_API_KEY": "g", "DEEPSEEK_API_KEY": "d"}
 
@@ -87,21 +86,34 @@ def test_json_is_read_from_fences_and_prose() -> None:
         parse_json("no json here")
 
 
-async def test_network_and_caller_budgets_refuse_a_call_that_does_not_fit() -> None:
+async def test_a_call_that_does_not_fit_the_spend_chain_is_refused_before_connecting() -> None:
     service = LLMService(LLMConfig.load(env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}))
-    book = BudgetBook()
-    network = book.get("network:nightly", 0.0001)
+    caller = Spend(budget_usd=10.0)
+    network = Spend(budget_usd=0.0001, parent=caller)
+    run = Spend(parent=network)
     request = ChatRequest(model="gpt-4o", messages=[Message.user("hi")], max_tokens=4000)
-    with budget_scope(network, book.get("caller:alice", 10.0)), pytest.raises(BudgetExceeded) as caught:
-        await service.complete(request)  # refused before any connection is tried
-    assert caught.value.scope == "network:nightly"
-    assert "does not fit budget 'network:nightly'" in caught.value.message
-    await service.aclose()
+    token = CURRENT_SPEND.set(run)
+    try:
+        with pytest.raises(BudgetExceeded) as caught:
+            await service.complete(request)  # refused before any connection is tried
+    finally:
+        CURRENT_SPEND.reset(token)
+        await service.aclose()
+    assert caught.value.code == "over_budget"
+    assert caught.value.remaining_usd == pytest.approx(0.0001)
+    assert caught.value.upper_usd > 0.0001
+    assert "does not fit the $0.000100 left" in caught.value.message
 
 
-def test_budget_spent_mid_run_refuses_the_next_call() -> None:
-    budget = Budget("caller:bob", 0.01)
-    budget.check(0.005)
-    budget.charge(0.012)
-    with pytest.raises(BudgetExceeded, match="is spent"):
-        budget.check(0.0)
+async def test_a_spent_caller_budget_refuses_the_next_call() -> None:
+    service = LLMService(LLMConfig.load(env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}))
+    caller = Spend(budget_usd=0.01)
+    with pytest.raises(RunStopped):
+        caller.charge(0.012, Usage())
+    token = CURRENT_SPEND.set(Spend(parent=caller))
+    try:
+        with pytest.raises(BudgetExceeded):
+            await service.complete(ChatRequest(model="gpt-4o-mini", messages=[Message.user("hi")], max_tokens=1))
+    finally:
+        CURRENT_SPEND.reset(token)
+        await service.aclose()
