@@ -188,8 +188,7 @@ class Compiler:
             gates={i: tuple(g) for i, g in gates.items()},
             on_error={spec.id: spec.on_error for spec in specs},
         )
-        graph = Graph(plan_nodes, shape, tuple(i for i in ids if i not in depended_on), max_parallel,
-                      local_names=frozenset(local_ids | local_vars))
+        graph = Graph(plan_nodes, shape, tuple(i for i in ids if i not in depended_on), max_parallel)
         return ScopeResult(graph, free, estimate)
 
     def _check_cycles(self, deps: Mapping[str, tuple[str, ...]]) -> None:

@@ -112,7 +112,6 @@ class RunContext:
     depth: int = 0
     path: str = ""
     globals: dict[str, Any] = field(default_factory=dict)
-    top_level: bool = True
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:
@@ -121,7 +120,7 @@ class RunContext:
 
     def nested(self, label: str) -> RunContext:
         """The context for a sub-graph: event node ids are prefixed with `label`."""
-        return replace(self, path=f"{self.path}{label}.", top_level=False)
+        return replace(self, path=f"{self.path}{label}.")
 
     async def run_subgraph(self, graph: Graph, scope: Scope, label: str) -> SubgraphResult:
         return await self.runner.run_graph(graph, scope, self.nested(label))

@@ -8,18 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-EVENT_TYPES = (
-    "run_started",
-    "node_started",
-    "node_retrying",
-    "node_succeeded",
-    "node_failed",
-    "node_skipped",
-    "node_cancelled",
-    "node_event",
-    "run_finished",
-)
-
 
 @dataclass(slots=True)
 class Event:

@@ -47,7 +47,6 @@ class Graph:
     sinks: tuple[str, ...]
     max_parallel: int
     output: Compiled | None = None
-    local_names: frozenset[str] = frozenset()
 
     def sink_output(self, outputs: dict[str, Any]) -> Any:
         """A sub-graph's result: its only sink's output, or an object keyed by sink id."""

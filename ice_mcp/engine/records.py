@@ -8,8 +8,6 @@ from typing import Any
 
 from ice_mcp.nodes.base import Usage
 
-RUN_STATUSES = ("running", "succeeded", "failed", "cancelled", "timed_out", "over_budget")
-
 
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")

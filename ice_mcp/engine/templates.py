@@ -468,18 +468,6 @@ def _compile_string(value: str) -> Compiled:
     return Text(value, template, _free_names(tree))
 
 
-def walk_strings(value: Any) -> Iterator[str]:
-    """Every string inside a blueprint value."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from walk_strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from walk_strings(item)
-
-
 def render_text(source: str, data: Mapping[str, Any]) -> Any:
     """Compile and render one template against plain data (the render_template tool)."""
     return compile_value(source).render(Scope(dict(data)))
