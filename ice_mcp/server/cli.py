@@ -8,11 +8,15 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ice_mcp.server.options import PROJECT_ROOT, ServerOptions
+from ice_mcp.bundled import bundled_dir
+from ice_mcp.errors import IceError
+from ice_mcp.server.options import ServerOptions
 
 logger = logging.getLogger("ice_mcp.server")
 
@@ -41,6 +45,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="DIR",
         help="register blueprints from DIR",
+    )
+    parser.add_argument(
+        "--templates", action="store_true", help="register the bundled blueprint templates too"
     )
     parser.add_argument(
         "--include", action="append", default=[], metavar="PATTERN", help="list only matching tools"
@@ -102,7 +109,8 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
 
         options.fixtures = Fixtures(orc)
         options.bare_names = frozenset(options.fixtures.register())
-    for folder in args.blueprints:
+    folders = [bundled_dir("blueprints")] if getattr(args, "templates", False) else []
+    for folder in [*folders, *args.blueprints]:
         for problem in orc.load_blueprints(Path(folder)):
             logger.warning("blueprint not registered: %s", problem.message)
     return orc
@@ -110,37 +118,69 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
 
 async def _serve(args: argparse.Namespace) -> None:
     options = _options(args)
-    orc = build_orchestrator(args, options)
-    try:
-        if args.http:
-            import uvicorn
+    if not args.http:
+        from ice_mcp.server.stdio import serve_stdio
 
-            from ice_mcp.server.web import create_http_app
+        orc = build_orchestrator(args, options)
+        try:
+            await serve_stdio(orc, options)
+        finally:
+            await orc.aclose()
+        return
+    # Take the port before anything else: a busy port fails at once, with nothing announced.
+    with bind_listener(args.host, args.port) as listener:
+        from ice_mcp.server.web import create_http_app
 
+        orc = build_orchestrator(args, options)
+        try:
+            port = listener.getsockname()[1]
             app = create_http_app(
                 orc,
                 options,
                 host=args.host,
-                port=args.port,
+                port=port,
                 stateless=args.stateless,
                 allowed_hosts=args.allowed_host,
             )
-            announce(args.host, args.port, sorted(orc.registry.workflows))
-            config = uvicorn.Config(
-                app,
-                host=args.host,
-                port=args.port,
-                log_level=args.log_level.lower(),
-                lifespan="on",
-                access_log=False,
-            )
-            await uvicorn.Server(config).serve()
-        else:
-            from ice_mcp.server.stdio import serve_stdio
+            workflows = sorted(orc.registry.workflows)
+            await serve_http(app, listener, args.log_level,
+                             on_started=lambda: announce(args.host, port, workflows))
+        finally:
+            await orc.aclose()
 
-            await serve_stdio(orc, options)
-    finally:
-        await orc.aclose()
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (as uvicorn binds it); a clear IceError when the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that name it.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise IceError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            code="address_unavailable",
+            details={"host": host, "port": port},
+        ) from None
+    listener.set_inheritable(True)
+    return listener
+
+
+async def serve_http(app: Any, listener: socket.socket, log_level: str,
+                     on_started: Callable[[], None]) -> None:
+    """Serve `app` with uvicorn on a bound socket; `on_started` runs once it accepts connections."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                on_started()
+
+    config = uvicorn.Config(app, log_level=log_level.lower(), lifespan="on", access_log=False)
+    await AnnouncingServer(config).serve(sockets=[listener])
 
 
 def announce(host: str, port: int, workflows: list[str]) -> None:
@@ -165,6 +205,9 @@ def run_serve(args: argparse.Namespace) -> int:
         asyncio.run(_serve(args))
     except KeyboardInterrupt:
         pass
+    except IceError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -177,13 +220,10 @@ def claude_config(name: str = "ice-mcp") -> dict[str, Any]:
         command, cmd_args = str(Path(found).resolve()), ["serve"]
     else:
         command, cmd_args = str(Path(sys.executable).absolute()), ["-m", "ice_mcp.server", "serve"]
-    server: dict[str, Any] = {"command": command, "args": cmd_args}
-    env = {"PYTHONPATH": str(PROJECT_ROOT)} if cmd_args[0] == "-m" else {}
-    blueprints = PROJECT_ROOT / "blueprints"
-    if blueprints.is_dir():
-        cmd_args += ["--blueprints", str(blueprints)]
-    if env:
-        server["env"] = env
+    server: dict[str, Any] = {"command": command, "args": [*cmd_args, "--templates"]}
+    if cmd_args[0] == "-m":
+        # The folder that holds the ice_mcp package (a checkout, or site-packages).
+        server["env"] = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return {"mcpServers": {name: server}}
 
 

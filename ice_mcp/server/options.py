@@ -7,12 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env_path(name: str, default: Path) -> Path:
-    value = os.environ.get(name)
-    return Path(value).expanduser().resolve() if value else default
+from ice_mcp.bundled import bundled_dir
 
 
 def _env_float(name: str, default: float) -> float:
@@ -45,16 +40,10 @@ class ServerOptions:
     admin_token: str | None = field(
         default_factory=lambda: os.environ.get("ICE_MCP_ADMIN_TOKEN") or None
     )
-    # Folders the resources and prompts come from (ICE_MCP_*_DIR override the checkout's folders).
-    blueprints_dir: Path = field(
-        default_factory=lambda: _env_path("ICE_MCP_BLUEPRINTS_DIR", PROJECT_ROOT / "blueprints")
-    )
-    docs_dir: Path = field(
-        default_factory=lambda: _env_path("ICE_MCP_DOCS_DIR", PROJECT_ROOT / "resources")
-    )
-    prompts_dir: Path = field(
-        default_factory=lambda: _env_path("ICE_MCP_PROMPTS_DIR", PROJECT_ROOT / "prompts")
-    )
+    # Folders the resources and prompts come from: the package's bundled data (ICE_MCP_*_DIR override them).
+    blueprints_dir: Path = field(default_factory=lambda: bundled_dir("blueprints"))
+    docs_dir: Path = field(default_factory=lambda: bundled_dir("docs"))
+    prompts_dir: Path = field(default_factory=lambda: bundled_dir("prompts"))
     # Advertise fixture tools (conformance mode) under their bare names.
     bare_names: frozenset[str] = frozenset()
     # Conformance fixtures answered natively (see fixtures.py); None outside that test mode.
