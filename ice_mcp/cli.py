@@ -5,17 +5,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ice_mcp.blueprint.issues import ValidationReport
+from ice_mcp.blueprint.issues import ValidationReport, nearest
 from ice_mcp.blueprint.loading import read_document
+from ice_mcp.bundled import bundled_dir
 from ice_mcp.engine.events import Event
+from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator, import_tool_modules
 from ice_mcp.services import Settings
+
+# The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
+BROKEN_PIPE_EXIT = 141
+
+
+class UsageError(IceError):
+    """A malformed command-line value: reported in one line, exit status 2 like argparse's own errors."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +40,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run a blueprint file and print its run record as JSON")
-    run.add_argument("file", help="blueprint (JSON or YAML), or the name of a registered workflow")
+    run = commands.add_parser("run", help="run a blueprint file or a workflow by name; print its run record as JSON")
+    run.add_argument("file", metavar="FILE_OR_NAME",
+                     help="blueprint (JSON or YAML), or the name of a workflow from --blueprints or the bundled templates")
     run.add_argument("--inputs", help="inputs as a JSON object")
     run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                      help="one input (VALUE is parsed as JSON when it can be); repeatable")
@@ -86,6 +99,13 @@ def _add_extension_commands(commands: Any) -> None:
         warmup.set_defaults(handler=lambda args: warmup_cli([args.cache_dir] if args.cache_dir else []))
 
 
+def package_version() -> str:
+    try:
+        return version("ice_mcp")
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace)
@@ -99,14 +119,17 @@ def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
 def parse_inputs(text: str | None, pairs: Sequence[str]) -> dict[str, Any]:
     inputs: dict[str, Any] = {}
     if text:
-        loaded = json.loads(text)
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--inputs is not valid JSON: {exc}", code="invalid_inputs") from None
         if not isinstance(loaded, dict):
-            raise IceError("--inputs must be a JSON object", code="invalid_inputs")
+            raise UsageError("--inputs must be a JSON object", code="invalid_inputs")
         inputs.update(loaded)
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise IceError(f"-i expects KEY=VALUE, got {pair!r}", code="invalid_inputs")
+            raise UsageError(f"-i expects KEY=VALUE, got {pair!r}", code="invalid_inputs")
         try:
             inputs[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -158,12 +181,29 @@ class Progress:
             self.live.update(self._table())
 
 
+def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
+    """What `run` runs: a registered workflow, else a blueprint file, else a bundled template of that name."""
+    workflows = orchestrator.registry.workflows
+    if file_or_name not in workflows:
+        path = Path(file_or_name)
+        if path.exists():
+            return orchestrator.compile(path)
+        for problem in orchestrator.load_blueprints(bundled_dir("blueprints")):
+            print(f"warning: bundled template not registered: {problem.message}", file=sys.stderr)
+    entry = workflows.get(file_or_name)
+    if entry is None:
+        suggestion = nearest(file_or_name, workflows)
+        hint = f"; did you mean {suggestion!r}?" if suggestion else f"; workflows: {', '.join(sorted(workflows))}"
+        raise IceError(f"{file_or_name!r} is neither a blueprint file nor a workflow name{hint}",
+                       code="unknown_workflow", details={"name": file_or_name})
+    return entry.plan or orchestrator.compile(entry.blueprint)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    inputs = parse_inputs(args.inputs, args.input)
     orchestrator = make_orchestrator(args)
     try:
-        inputs = parse_inputs(args.inputs, args.input)
-        target: Any = args.file if args.file in orchestrator.registry.workflows else Path(args.file)
-        plan = orchestrator.compile(target)
+        plan = plan_to_run(orchestrator, args.file)
         progress = None
         if not args.no_progress and sys.stderr.isatty():
             progress = Progress(list(plan.graph.nodes))
@@ -234,6 +274,18 @@ def _show_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _dispatch(argv)
+        finally:
+            sys.stdout.flush()  # a reader gone away shows here (after --help too), while we can answer quietly
+    except BrokenPipeError:
+        # Whatever is left for stdout goes nowhere, so the flush at exit does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "handler", None) is not None:
@@ -249,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BlueprintInvalid as exc:
         print_report(exc.report, str(getattr(args, "file", None) or getattr(args, "manifest", "blueprint")))
         return 1
+    except UsageError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
     except IceError as exc:
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 1

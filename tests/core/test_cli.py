@@ -1,20 +1,27 @@
-"""The `ice-mcp` command line, in-process through `main([...])`, plus one real subprocess run."""
+"""The `ice-mcp` command line, in-process through `main([...])`, and as a subprocess where processes matter."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import queue
+import re
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from ice_mcp import DEFAULT_REGISTRY
 from ice_mcp.cli import main, parse_inputs
 from ice_mcp.errors import IceError
+from ice_mcp.server.cli import bind_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -211,3 +218,134 @@ def test_tools_from_a_module_in_the_current_folder_or_a_file(
         DEFAULT_REGISTRY.tools.pop("shout", None)
     assert main(["run", bp, "--tools", "no_such_tools_module", "--data-dir", str(tmp_path / "data")]) == 1
     assert "tools_import_error" in capsys.readouterr().err
+
+
+# -- papercuts a new user hit (issue 15) ------------------------------------------------------------
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """A subprocess running this checkout's ice_mcp with private data and workspace folders."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ICE_MCP_DATA_DIR": str(tmp_path / "data"),
+           "ICE_MCP_WORKSPACE": str(tmp_path)}
+    env.pop("ICE_MCP_TOOLS", None)
+    return env
+
+
+def test_run_a_workflow_from_blueprints_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder / "cli_demo.json", GOOD)
+    code = main(["run", "cli_demo", "--blueprints", str(folder), "-i", "n=3", "--no-progress",
+                 "--data-dir", str(tmp_path / "d")])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert record["workflow"] == "cli_demo"
+    assert record["outputs"] == {"text": "hello  x3", "double": 6}
+
+
+def test_run_a_bundled_template_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "render_summary", "--inputs", '{"rows": [{"a": 1}, {"a": 2}], "path": "s.md"}',
+                 "--no-progress", "--data-dir", str(tmp_path / "d")])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert record["workflow"] == "render_summary"
+    assert record["outputs"]["count"] == 2
+    assert (tmp_path / "s.md").read_text().startswith("# Summary\n\n2 rows\n")
+
+
+def test_run_an_unknown_name_says_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "render_sumary", "--data-dir", str(tmp_path / "d")]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("error [unknown_workflow]: 'render_sumary' is neither a blueprint file nor a workflow name; "
+                   "did you mean 'render_summary'?\n")
+    assert main(["run", "missing.json", "--data-dir", str(tmp_path / "d")]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error [unknown_workflow]: 'missing.json' is neither a blueprint file nor a workflow "
+                           "name; workflows: api_extract, csv_report,")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"ice-mcp {version('ice_mcp')}\n"
+
+
+def test_malformed_inputs_one_line_exit_2(tmp_path: Path) -> None:
+    path = write(tmp_path / "good.json", GOOD)
+    for args, message in (
+        (["--inputs", "{bad"], "--inputs is not valid JSON: Expecting property name enclosed in double quotes: "
+                               "line 1 column 2 (char 1)"),
+        (["--inputs", "[1]"], "--inputs must be a JSON object"),
+        (["-i", "novalue"], "-i expects KEY=VALUE, got 'novalue'"),
+    ):
+        done = subprocess.run([sys.executable, "-m", "ice_mcp", "run", path, *args], cwd=tmp_path,
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"error [invalid_inputs]: {message}\n")
+
+
+def test_piped_to_head_ends_quietly(tmp_path: Path) -> None:
+    # The record (twice 100 KB) outgrows the pipe's buffer, so writing goes on after `head` has left.
+    path = write(tmp_path / "big.json", {"name": "big", "outputs": {"text": "{{ t.text }}"}, "nodes": [
+        {"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "{{ inputs.who }}"}}]})
+    command = f"set -o pipefail; {sys.executable} -m ice_mcp run {path} -i who={'x' * 100_000} | head -n 2"
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=cli_env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert done.stderr == ""
+    assert done.returncode == 141  # 128 + SIGPIPE, like any other command cut short by its reader
+    assert done.stdout.splitlines()[0] == "{"
+
+
+def first_stderr_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The first line a process writes to stderr, read on a thread so that a silent process cannot hang the test."""
+    lines: queue.Queue[str] = queue.Queue()
+    stream = proc.stderr
+    assert stream is not None
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    return lines.get(timeout=timeout)
+
+
+def test_serve_announces_once_it_listens(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "ice_mcp", "serve", "--http", "--port", "0", "--templates"],
+                            cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        first = first_stderr_line(proc, timeout=60)
+        match = re.fullmatch(r"ice_mcp: MCP over Streamable HTTP at (http://127\.0\.0\.1:\d+)/mcp .*\n", first)
+        assert match, first
+        # Port 0 was given: the banner names the port actually bound, and it answers right away.
+        response = httpx2.get(f"{match.group(1)}/healthz", timeout=5)
+        assert response.status_code == 200
+        assert response.json()["workflows"] == 7  # --templates registered the bundled templates
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_serve_on_a_busy_port_fails_in_one_line(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "ice_mcp", "serve", "--http", "--port", str(port)],
+                              cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"error [address_unavailable]: cannot listen on 127.0.0.1:{port}: "
+                           "Address already in use\n")
+
+
+async def test_served_connections_send_without_delay() -> None:
+    # Without TCP_NODELAY a small response waits for a delayed ACK: /healthz took 44 ms instead of 2 ms.
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    with bind_listener("127.0.0.1", 0) as listener:
+        async with await asyncio.start_server(on_connect, sock=listener):
+            _, client = await asyncio.open_connection(*listener.getsockname())
+            assert await asyncio.wait_for(accepted, 5) != 0
+            client.close()
