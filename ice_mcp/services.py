@@ -33,6 +33,12 @@ class Settings:
     persist_runs: bool = True
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
+    # The largest blueprint or manifest accepted; the defaults keep validating it under ~100 ms.
+    max_blueprint_nodes: int = 500
+    max_blueprint_depth: int = 40
+    max_blueprint_bytes: int = 64 * 1024
+    max_blueprint_templates: int = 200
+    max_validation_ms: int = 100  # compiling templates stops past this, with a clear issue
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

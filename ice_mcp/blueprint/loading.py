@@ -10,13 +10,40 @@ from typing import Any
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
+from ice_mcp.blueprint.limits import BlueprintLimits, size_issue
 from ice_mcp.blueprint.models import NODE_TYPES, Blueprint, NetworkManifest, NodeSpec
 from ice_mcp.errors import BlueprintInvalid, IceError
 
 _NODE_ADAPTER: TypeAdapter[Any] = TypeAdapter(NodeSpec)
 _SUBGRAPH_KEYS = ("body", "branches")
+MAX_TEXT_BYTES = 1024 * 1024
+MAX_YAML_BYTES = 64 * 1024  # YAML costs ~1 ms per KiB to load, even with libyaml
+MAX_YAML_VALUES = 20_000  # what a YAML document may hold once its aliases are expanded
+
+
+def _yaml_loader() -> Any:
+    """libyaml's parser with PyYAML's composer: libyaml's own composer recurses in C and crashes on deep nesting."""
+    if not yaml.__with_libyaml__:
+        return yaml.SafeLoader
+
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+
+    class Loader(Composer, CParser, SafeConstructor, Resolver):
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    return Loader
+
+
+_YAML_LOADER = _yaml_loader()
 
 
 @dataclass(slots=True)
@@ -51,27 +78,97 @@ def read_document(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
             raise IceError(f"cannot read {path}: {exc.strerror}", code="parse_error") from None
     else:
         text = str(source)
-    try:
-        data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise IceError(f"not valid JSON or YAML: {exc}", code="parse_error") from None
+    data = parse_text(text)
     if not isinstance(data, dict):
         raise IceError("a blueprint must be a JSON/YAML object", code="parse_error")
     return data
+
+
+def parse_text(text: str, what: str = "blueprint", max_bytes: int = MAX_TEXT_BYTES) -> Any:
+    """JSON or YAML text → a value, with bounded work: a size cap, and YAML aliases that cannot explode.
+
+    Raises IceError with code `parse_error`, `document_too_large` or `yaml_too_complex`.
+    """
+    if len(text) > max_bytes or len(text.encode(errors="replace")) > max_bytes:
+        raise IceError(f"the {what} is larger than {max_bytes} bytes", code="document_too_large")
+    try:
+        if text.lstrip().startswith("{"):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                pass  # YAML flow style also starts with "{"
+        if len(text) > MAX_YAML_BYTES or len(text.encode(errors="replace")) > MAX_YAML_BYTES:
+            raise IceError(f"the {what} is larger than {MAX_YAML_BYTES} bytes of YAML (JSON may be larger)",
+                           code="document_too_large")
+        return _load_yaml(text, what)
+    except yaml.YAMLError as exc:
+        raise IceError(f"the {what} is not valid JSON or YAML: {exc}", code="parse_error") from None
+    except RecursionError:
+        raise IceError(f"the {what} is nested too deeply", code="yaml_too_complex") from None
+
+
+def _load_yaml(text: str, what: str) -> Any:
+    loader = _YAML_LOADER(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_expansion(root, what)
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, what: str) -> None:
+    """Refuse a node graph whose aliases expand past MAX_YAML_VALUES values, or refer to themselves."""
+    sizes: dict[int, int] = {}
+    expanding: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if children_done:
+            expanding.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[key] > MAX_YAML_VALUES:
+                raise IceError(f"the {what} expands to more than {MAX_YAML_VALUES} values "
+                               "(YAML aliases repeat what they refer to)", code="yaml_too_complex")
+        elif key in expanding:
+            raise IceError(f"the {what} has a YAML alias inside what it refers to", code="yaml_too_complex")
+        elif key not in sizes:
+            expanding.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _looks_like_path(text: str) -> bool:
     return text.endswith((".json", ".yaml", ".yml")) or Path(text).is_file()
 
 
-def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any]) -> Parsed:
-    """Parse without raising: every schema problem becomes an issue, valid nodes are kept."""
+def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any],
+                    limits: BlueprintLimits | None = None) -> Parsed:
+    """Parse without raising: every schema problem becomes an issue, valid nodes are kept.
+
+    A document over `limits` is refused with one `blueprint_too_large` issue before any model is built.
+    """
     if isinstance(source, Blueprint):
         return Parsed(source, source.to_dict(), list(source.nodes))
     try:
         raw = read_document(source)
     except IceError as exc:
         return Parsed(None, {}, issues=[ValidationIssue(code=exc.code, message=exc.message)])
+    too_large = size_issue(raw, limits or BlueprintLimits())
+    if too_large is not None:
+        return Parsed(None, {}, issues=[too_large])
     try:
         blueprint = Blueprint.model_validate(raw)
         return Parsed(blueprint, raw, list(blueprint.nodes))
@@ -150,14 +247,19 @@ def load_blueprint(source: Blueprint | str | Path | Mapping[str, Any]) -> Bluepr
     return parsed.blueprint
 
 
-def load_network(source: NetworkManifest | str | Path | Mapping[str, Any]) -> NetworkManifest:
+def load_network(source: NetworkManifest | str | Path | Mapping[str, Any],
+                 limits: BlueprintLimits | None = None) -> NetworkManifest:
     """A network manifest from a path, YAML/JSON text or a dict; raises BlueprintInvalid on schema errors."""
     if isinstance(source, NetworkManifest):
         return source
     try:
         raw = read_document(source)
-        return NetworkManifest.model_validate(raw)
     except IceError as exc:
         raise BlueprintInvalid(ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])) from None
+    too_large = size_issue(raw, limits or BlueprintLimits(), "manifest")
+    if too_large is not None:
+        raise BlueprintInvalid(ValidationReport(ok=False, errors=[too_large]))
+    try:
+        return NetworkManifest.model_validate(raw)
     except ValidationError as exc:
         raise BlueprintInvalid(ValidationReport(ok=False, errors=schema_issues(exc, raw))) from None

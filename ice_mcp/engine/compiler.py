@@ -8,12 +8,10 @@ when nothing is wrong.
 from __future__ import annotations
 
 import graphlib
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.loading import Unparsed
@@ -28,6 +26,7 @@ from ice_mcp.blueprint.models import (
     ToolNode,
     WorkflowNode,
 )
+from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
 from ice_mcp.engine.templates import (
@@ -42,6 +41,8 @@ from ice_mcp.services import Services
 
 RUN_NAMES = frozenset({"inputs", "global"})
 LLM_TYPES = frozenset({"llm", "agent"})
+MAX_ISSUES = 200  # past this, one more issue says how many were left out
+MAX_SUGGESTIONS = 50  # each "did you mean" compares a name with every candidate
 
 
 @dataclass(slots=True)
@@ -57,6 +58,10 @@ class Compiler:
         self.node_types = node_types
         self.issues: list[ValidationIssue] = []
         self.warnings: list[ValidationIssue] = []
+        self.left_out = 0
+        self.budget_ms = services.settings.max_validation_ms
+        self.deadline = time.monotonic() + self.budget_ms / 1000
+        self.out_of_time = False
 
     @property
     def registry(self) -> Any:
@@ -64,8 +69,24 @@ class Compiler:
 
     def issue(self, code: str, message: str, node_id: str | None = None, field: str | None = None,
               suggestion: str | None = None) -> None:
+        if len(self.issues) >= MAX_ISSUES:
+            self.left_out += 1
+            return
         self.issues.append(ValidationIssue(code=code, message=message, node_id=node_id, field=field,
                                            suggestion=suggestion))
+
+    def suggest(self, name: str, candidates: Any) -> str | None:
+        return nearest(name, candidates) if len(self.issues) < MAX_SUGGESTIONS else None
+
+    def over_time(self, node_id: str | None, field: str) -> bool:
+        """True once validation has used its time budget: templates past it are not compiled."""
+        if not self.out_of_time and time.monotonic() > self.deadline:
+            self.out_of_time = True
+            self.issues.append(ValidationIssue(
+                code="blueprint_too_complex", node_id=node_id, field=field,
+                message=f"validation stopped after {self.budget_ms} ms (max_validation_ms): its templates "
+                        "cost too much to compile; shorten long expressions or split the workflow"))
+        return self.out_of_time
 
     # -- the whole blueprint ------------------------------------------------
 
@@ -86,6 +107,9 @@ class Compiler:
             visible = RUN_NAMES | {n.id for n in nodes}
             compiled_outputs = self._template(outputs, visible, node_id=None, field="outputs")[0]
         self._check_budget(top.estimate, budget_usd)
+        if self.left_out:
+            self.issues.append(ValidationIssue(code="too_many_issues",
+                                               message=f"{self.left_out} more problems are not listed"))
         if self.issues or blueprint is None or top.graph is None or validator is None:
             return None, top.estimate
         return Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate), top.estimate
@@ -97,12 +121,10 @@ class Compiler:
             self.issue("invalid_schema", "`inputs` must be a JSON Schema of type object", field="inputs")
             return None
         try:
-            cls = validator_for(schema)
-            cls.check_schema(dict(schema))
-        except SchemaError as exc:
-            self.issue("invalid_schema", f"`inputs` is not a valid JSON Schema: {exc.message}", field="inputs")
+            return schema_validator(dict(schema))
+        except SchemaInvalid as exc:
+            self.issue(exc.code, f"`inputs`: {exc.message}", field="inputs" + (exc.path.replace("/", ".")))
             return None
-        return cls(schema)
 
     def _check_budget(self, estimate: CostEstimate, budget: float | None) -> None:
         if budget is None or estimate.is_free:
@@ -120,6 +142,7 @@ class Compiler:
                       max_parallel: int) -> ScopeResult:
         ids = [spec.id for spec in specs]
         local_ids = set(ids)
+        position = {node_id: i for i, node_id in reversed(list(enumerate(ids)))}  # first occurrence wins
         seen: set[str] = set()
         for spec in specs:
             if spec.id in seen:
@@ -136,7 +159,7 @@ class Compiler:
                     for target in getattr(spec, field):
                         if target not in local_ids:
                             self.issue("unknown_dependency", f"{field} names unknown node {target!r}", spec.id,
-                                       field, nearest(target, local_ids))
+                                       field, self.suggest(target, local_ids))
                         elif target == spec.id:
                             self.issue("cycle", "a condition cannot gate itself", spec.id, field)
                         else:
@@ -153,7 +176,7 @@ class Compiler:
                     self.issue("cycle", "a node cannot depend on itself", spec.id, "dependencies")
                 elif dep not in local_ids:
                     self.issue("unknown_dependency", f"dependency {dep!r} is not a node in this scope", spec.id,
-                               "dependencies", nearest(dep, local_ids))
+                               "dependencies", self.suggest(dep, local_ids))
                 else:
                     node_deps.add(dep)
             node_deps.update(cond for cond, _ in gates.get(spec.id, ()))
@@ -169,7 +192,7 @@ class Compiler:
                     node_deps.add(name)
                 elif name not in local_vars:
                     free.add(name)
-            deps[spec.id] = tuple(sorted(node_deps, key=ids.index))
+            deps[spec.id] = tuple(sorted(node_deps, key=position.__getitem__))
             node_estimate = built[2]
             if gates.get(spec.id):
                 node_estimate = node_estimate.widen(CostEstimate())
@@ -277,6 +300,8 @@ class Compiler:
 
     def _template(self, value: Any, visible: frozenset[str], node_id: str | None, field: str
                   ) -> tuple[Compiled | None, set[str]]:
+        if self.over_time(node_id, field):
+            return None, set()
         try:
             compiled = compile_value(value)
         except TemplateCompileError as exc:
@@ -287,6 +312,8 @@ class Compiler:
 
     def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
                     ) -> tuple[Compiled | None, set[str]]:
+        if self.over_time(node_id, field):
+            return None, set()
         try:
             compiled = compile_expression(source)
         except TemplateCompileError as exc:
@@ -298,7 +325,7 @@ class Compiler:
     def _check_names(self, names: frozenset[str], visible: frozenset[str], node_id: str | None, field: str) -> None:
         for name in sorted(names - visible):
             self.issue("unknown_reference", f"{field} reads {name!r}, which is no node, input or variable here",
-                       node_id, field, nearest(name, visible))
+                       node_id, field, self.suggest(name, visible))
 
     def _check_registry(self, spec: NodeBase) -> None:
         registry = self.registry
@@ -306,33 +333,33 @@ class Compiler:
             entry = registry.tools.get(spec.tool_name)
             if entry is None:
                 self.issue("unknown_tool", f"no tool named {spec.tool_name!r}", spec.id, "tool_name",
-                           nearest(spec.tool_name, registry.tools))
+                           self.suggest(spec.tool_name, registry.tools))
             else:
                 self._check_tool_args(spec, entry.input_schema)
         if isinstance(spec, WorkflowNode | RecursiveNode) and spec.workflow_ref \
                 and spec.workflow_ref not in registry.workflows:
             self.issue("unknown_workflow", f"no workflow named {spec.workflow_ref!r}", spec.id, "workflow_ref",
-                       nearest(spec.workflow_ref, registry.workflows))
+                       self.suggest(spec.workflow_ref, registry.workflows))
         agent_name = spec.agent if isinstance(spec, AgentNode | RecursiveNode) else None
         if isinstance(agent_name, str) and agent_name not in registry.agents:
             self.issue("unknown_agent", f"no agent named {agent_name!r}", spec.id, "agent",
-                       nearest(agent_name, registry.agents))
+                       self.suggest(agent_name, registry.agents))
         if isinstance(spec, AgentNode) and not isinstance(spec.agent, str):
             for name in spec.agent.tools:
                 if name not in registry.tools:
                     self.issue("unknown_tool", f"agent tool {name!r} is not registered", spec.id, "agent.tools",
-                               nearest(name, registry.tools))
+                               self.suggest(name, registry.tools))
             for name in spec.agent.workflows:
                 if name not in registry.workflows:
                     self.issue("unknown_workflow", f"agent workflow {name!r} is not registered", spec.id,
-                               "agent.workflows", nearest(name, registry.workflows))
+                               "agent.workflows", self.suggest(name, registry.workflows))
 
     def _check_tool_args(self, spec: ToolNode, schema: Mapping[str, Any]) -> None:
         properties = schema.get("properties", {})
         for key in spec.tool_args:
             if key not in properties:
                 self.issue("invalid_tool_args", f"tool {spec.tool_name!r} has no argument {key!r}", spec.id,
-                           f"tool_args.{key}", nearest(key, properties))
+                           f"tool_args.{key}", self.suggest(key, properties))
         for key in schema.get("required", []):
             if key not in spec.tool_args:
                 self.issue("invalid_tool_args", f"tool {spec.tool_name!r} needs argument {key!r}", spec.id,

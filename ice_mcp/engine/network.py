@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport, nearest
+from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import load_network
 from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
 from ice_mcp.engine.context import RunContext, RunStopped, Spend, check_fits
@@ -38,7 +39,7 @@ class NetworkRunner:
             path = Path(source)
             if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
                 self.base_dir = path.resolve().parent
-        return load_network(source)
+        return load_network(source, BlueprintLimits.from_settings(self.orc.settings))
 
     def check(self, source: NetworkManifest | str | Path | Mapping[str, Any]) -> None:
         """Raise BlueprintInvalid with every problem of the manifest; run nothing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from ice_mcp.nodes.base import NodeExecutor
 
 CONTAINER_TYPES = frozenset({"loop", "parallel", "recursive", "workflow"})
+MAX_INPUT_PROBLEMS = 20  # a huge invalid input would otherwise build one error per bad element
 
 
 @dataclass(slots=True)
@@ -68,13 +70,14 @@ class Plan:
         return self.blueprint.name
 
     def prepare_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
-        """The inputs with top-level schema defaults filled in, and every schema violation."""
+        """The inputs with top-level schema defaults filled in, and the schema violations (the first 20)."""
         filled = dict(inputs)
         for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
             if key not in filled and isinstance(prop, Mapping) and "default" in prop:
                 filled[key] = prop["default"]
         if self.inputs_validator.is_valid(filled):
             return filled, []
-        errors = sorted(self.inputs_validator.iter_errors(filled), key=lambda e: list(e.path))
+        found = itertools.islice(self.inputs_validator.iter_errors(filled), MAX_INPUT_PROBLEMS)
+        errors = sorted(found, key=lambda e: list(e.path))
         problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
         return filled, problems

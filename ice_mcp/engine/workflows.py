@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
+from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import Unparsed, parse_blueprint
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.engine.compiler import Compiler
@@ -30,7 +31,7 @@ def check_blueprint(source: Blueprint | str | Path | Mapping[str, Any], services
 
 def _check(source: Blueprint | str | Path | Mapping[str, Any], services: Services
            ) -> tuple[ValidationReport, Plan | None]:
-    parsed = parse_blueprint(source)
+    parsed = parse_blueprint(source, BlueprintLimits.from_settings(services.settings))
     compiler = Compiler(services, node_types())
     compiler.issues.extend(parsed.issues)
     raw = parsed.raw

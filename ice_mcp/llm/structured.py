@@ -6,7 +6,8 @@ import json
 import re
 from typing import Any
 
-import jsonschema
+from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
+from ice_mcp.blueprint.schemas import check_schema as check_json_schema
 
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*\n?(?P<body>.*?)\n?```$", re.DOTALL)
 
@@ -37,19 +38,22 @@ def parse_json(text: str) -> Any:
 
 
 def check_schema(schema: dict[str, Any]) -> str | None:
-    """A problem with the schema itself, or None."""
+    """A problem with the schema itself (too large, a non-RE2 pattern, invalid), or None."""
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
+        check_json_schema(schema)
+    except SchemaInvalid as exc:
         return exc.message
     return None
 
 
 def validate(value: Any, schema: dict[str, Any]) -> None:
-    validator_cls = jsonschema.validators.validator_for(schema)
+    try:
+        validator = schema_validator(schema)
+    except SchemaInvalid as exc:
+        raise InvalidOutput([f"the output schema is refused: {exc.message}"]) from None
     problems = [
         f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
-        for error in sorted(validator_cls(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+        for error in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     ]
     if problems:
         raise InvalidOutput(problems[:10])

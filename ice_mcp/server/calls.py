@@ -10,8 +10,8 @@ from typing import Any
 
 import mcp_types as types
 from jsonschema import exceptions as js_exceptions
-from jsonschema import validators
 
+from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.errors import IceError
 from ice_mcp.server.catalogue import Catalogue, Entry
 from ice_mcp.server.documents import DocumentError, parse_document
@@ -40,7 +40,7 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     if found is None or found[0] is not schema:
         if len(_VALIDATORS) > 1024:
             _VALIDATORS.clear()
-        found = _VALIDATORS[id(schema)] = (schema, validators.validator_for(schema)(schema))
+        found = _VALIDATORS[id(schema)] = (schema, schema_validator(schema))
     return found[1]
 
 
@@ -51,7 +51,7 @@ def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> 
         if validator.is_valid(arguments):
             return
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    except (js_exceptions.SchemaError, TypeError, ValueError, RecursionError):
+    except (SchemaInvalid, js_exceptions.SchemaError, TypeError, ValueError, RecursionError):
         return  # a schema the validator cannot use: the engine checks the inputs again
     if errors:
         problems = []

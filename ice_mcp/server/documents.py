@@ -6,30 +6,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ice_mcp.blueprint.loading import parse_text
+from ice_mcp.errors import IceError
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
 BLUEPRINT_SUFFIXES = (".json", ".yaml", ".yml")
 
 
-class DocumentError(ValueError):
-    """A blueprint or manifest argument that is not a JSON/YAML object."""
+class DocumentError(IceError, ValueError):
+    """A blueprint or manifest argument that is not a JSON/YAML object (or too large to read)."""
+
+    code = "invalid_document"
 
 
 def parse_document(value: Any, what: str = "blueprint") -> dict[str, Any]:
-    """An object, or JSON/YAML text holding one."""
+    """An object, or JSON/YAML text holding one; too large or an alias bomb: IceError with a clear code."""
     if isinstance(value, dict):
         return value
     if not isinstance(value, str):
         raise DocumentError(f"{what} must be an object or JSON/YAML text")
-    if len(value.encode()) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"{what} is larger than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise DocumentError(f"{what} is not valid JSON or YAML{where}") from None
+        parsed = parse_text(value, what, MAX_DOCUMENT_BYTES)
+    except IceError as exc:
+        if exc.code == "yaml_too_complex":
+            raise
+        raise DocumentError(exc.message, code=None if exc.code == "parse_error" else exc.code) from None
     if not isinstance(parsed, dict):
         raise DocumentError(f"{what} must be a JSON/YAML object")
     return parsed

@@ -1,0 +1,223 @@
+"""Validation that cannot stall: RE2 patterns, bounded YAML aliases, size caps, a compile time budget."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from ice_mcp import BlueprintInvalid, InputsInvalid, Orchestrator, Registry, Settings
+from ice_mcp.blueprint.loading import load_network, parse_text
+from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
+from ice_mcp.errors import IceError
+from ice_mcp.llm.structured import InvalidOutput
+from ice_mcp.llm.structured import validate as validate_output
+from ice_mcp.server.calls import ArgumentsInvalid, check_arguments
+
+from .helpers import blueprint, tool
+
+FAST_S = 0.1  # what the issue allows one call to hold the event loop
+CATASTROPHIC = "^(a+)+$"  # exponential on a backtracking engine for "aaaa…!"
+HOSTILE_INPUT = "a" * 50_000 + "!"
+
+
+def echo(value: Any = None) -> dict[str, Any]:
+    return {"value": value}
+
+
+@pytest.fixture
+def vorc(registry: Registry, settings: Settings) -> Orchestrator:
+    registry.add_tool(echo)
+    settings.persist_runs = False
+    return Orchestrator(registry=registry, settings=settings)
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - started
+
+
+def regex_blueprint(pattern: str) -> dict[str, Any]:
+    inputs = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}}
+    return blueprint(tool("e", "echo", {"value": "{{ inputs.s }}"}), inputs=inputs)
+
+
+def alias_bomb(levels: int) -> str:
+    """Each anchor lists the previous one twice: 2**levels strings once expanded."""
+    lines = ["defs:", "  - &v0 ['lol', 'lol']"]
+    lines += [f"  - &v{i} [*v{i - 1}, *v{i - 1}]" for i in range(1, levels)]
+    lines += ["name: bomb", "nodes:", f"  - {{id: e, type: tool, tool_name: echo, tool_args: {{value: *v{levels - 1}}}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def many_nodes(count: int) -> dict[str, Any]:
+    return blueprint(*(tool(f"n{i}", "echo", {"value": i}) for i in range(count)))
+
+
+# -- regexes ------------------------------------------------------------------------------
+
+
+async def test_catastrophic_pattern_is_matched_in_linear_time(vorc: Orchestrator) -> None:
+    plan = vorc.compile(regex_blueprint(CATASTROPHIC))
+    (_, problems), elapsed = timed(plan.prepare_inputs, {"s": HOSTILE_INPUT})
+    assert elapsed < FAST_S
+    assert [p["path"] for p in problems] == ["s"] and "does not match" in problems[0]["message"]
+    assert plan.prepare_inputs({"s": "aaaa"})[1] == []
+    with pytest.raises(InputsInvalid):
+        await vorc.start(plan, {"s": HOSTILE_INPUT})
+
+
+def test_pattern_properties_and_additional_properties_use_re2() -> None:
+    validator = schema_validator({"type": "object", "patternProperties": {"^x(y+)+$": {"type": "integer"}},
+                                  "additionalProperties": False})
+    hostile_key = "x" + "y" * 50_000 + "!"
+    errors, elapsed = timed(lambda: [e.message for e in validator.iter_errors({hostile_key: 1, "xyy": "q"})])
+    assert elapsed < FAST_S
+    assert "'q' is not of type 'integer'" in errors
+    assert any("additional properties are not allowed" in e for e in errors)
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)b", "(?<!a)b", "a" * 600])
+def test_a_pattern_re2_cannot_run_is_a_clear_issue(vorc: Orchestrator, pattern: str) -> None:
+    [issue] = vorc.validate(regex_blueprint(pattern)).errors
+    assert issue.code == "unsupported_pattern"
+    assert issue.field == "inputs.properties.s"
+    assert "RE2" in issue.message
+
+
+def test_schema_limits_and_references() -> None:
+    cases = {
+        "unsupported_schema": {"properties": {"a": {"$ref": "http://127.0.0.1:9/schema.json"}}},
+        "schema_too_large": {"properties": {f"p{i}": {"pattern": "a"} for i in range(17)}},
+        "invalid_schema": {"type": 5},
+    }
+    for code, schema in cases.items():
+        with pytest.raises(SchemaInvalid) as caught:
+            schema_validator(schema)
+        assert caught.value.code == code
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(40):
+        deep = {"items": deep}
+    with pytest.raises(SchemaInvalid, match="nested deeper"):
+        schema_validator(deep)
+    dangling = schema_validator({"properties": {"a": {"$ref": "#/$defs/missing"}}})
+    assert [e.message for e in dangling.iter_errors({"a": 1})] == ["$ref '#/$defs/missing' cannot be resolved"]
+
+
+def test_llm_output_and_tool_arguments_use_the_same_factory() -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": CATASTROPHIC}}}
+    started = time.perf_counter()
+    with pytest.raises(InvalidOutput, match="does not match"):
+        validate_output({"s": HOSTILE_INPUT}, schema)
+    with pytest.raises(ArgumentsInvalid, match="does not match"):
+        check_arguments(schema, {"s": HOSTILE_INPUT})
+    assert time.perf_counter() - started < FAST_S
+    with pytest.raises(InvalidOutput, match="not supported"):
+        validate_output({"s": "x"}, {"properties": {"s": {"pattern": r"(x)\1"}}})
+
+
+# -- YAML ---------------------------------------------------------------------------------
+
+
+def test_alias_bomb_is_refused_before_expansion(vorc: Orchestrator) -> None:
+    text = alias_bomb(30)  # 2**30 strings once expanded
+    report, elapsed = timed(vorc.validate, text)
+    assert elapsed < FAST_S
+    [issue] = report.errors
+    assert issue.code == "yaml_too_complex" and "aliases" in issue.message
+
+
+def test_recursive_alias_and_deep_text_are_refused() -> None:
+    with pytest.raises(IceError) as caught:
+        parse_text("a: &a [*a]\n")
+    assert caught.value.code == "yaml_too_complex"
+    # libyaml's own composer recursed in C on these and crashed the process
+    for text in ("[" * 60_000, "- " * 30_000 + "x", "x: " + "{a: " * 12_000):
+        with pytest.raises(IceError) as caught:
+            parse_text(text)
+        assert caught.value.code == "yaml_too_complex"
+    with pytest.raises(IceError) as caught:
+        parse_text("x: " + "y" * 70_000)
+    assert caught.value.code == "document_too_large"
+
+
+def test_modest_aliases_still_work(vorc: Orchestrator) -> None:
+    text = "name: shared\nx: &args {value: 1}\nnodes:\n  - {id: a, type: tool, tool_name: echo, tool_args: *args}\n"
+    [issue] = vorc.validate(text).errors  # `x` is not a blueprint field, but the aliases were read
+    assert issue.field == "x"
+
+
+# -- size ---------------------------------------------------------------------------------
+
+
+def test_fifty_thousand_nodes_are_refused_up_front(vorc: Orchestrator) -> None:
+    huge = many_nodes(50_000)
+    report, elapsed = timed(vorc.validate, huge)
+    assert elapsed < FAST_S
+    [issue] = report.errors
+    assert issue.code == "blueprint_too_large" and "max_blueprint_bytes" in issue.message
+    with pytest.raises(BlueprintInvalid) as caught:
+        vorc.compile(huge)
+    assert caught.value.details["errors"][0]["code"] == "blueprint_too_large"
+
+
+def test_the_largest_accepted_blueprint_validates_fast(vorc: Orchestrator) -> None:
+    largest = many_nodes(500)
+    vorc.validate(many_nodes(2))  # imports and caches warm
+    report, elapsed = timed(vorc.validate, largest)
+    assert report.ok, report.errors[:3]
+    assert elapsed < FAST_S
+    [issue] = vorc.validate(many_nodes(501)).errors
+    assert issue.code == "blueprint_too_large" and "more than 500 (max_blueprint_nodes)" in issue.message
+
+
+def test_deep_nesting_is_refused(vorc: Orchestrator) -> None:
+    node: dict[str, Any] = tool("leaf", "echo")
+    for i in range(1_000):
+        node = {"id": f"l{i}", "type": "loop", "items": "{{ [1] }}", "body": [node]}
+    report, elapsed = timed(vorc.validate, blueprint(node))
+    assert elapsed < FAST_S
+    [issue] = report.errors
+    assert issue.code == "blueprint_too_large" and "max_blueprint_depth" in issue.message
+
+
+def test_limits_are_settings(registry: Registry, settings: Settings) -> None:
+    registry.add_tool(echo)
+    settings.persist_runs = False
+    settings.max_blueprint_nodes = 3
+    settings.max_blueprint_templates = 1
+    small = Orchestrator(registry=registry, settings=settings)
+    assert small.validate(many_nodes(3)).ok
+    assert small.validate(many_nodes(4)).errors[0].code == "blueprint_too_large"
+    templated = blueprint(tool("a", "echo", {"value": "{{ inputs.x }}"}), tool("b", "echo", {"value": "{{ a }}"}))
+    assert "max_blueprint_templates" in small.validate(templated).errors[0].message
+
+
+def test_network_manifest_size_is_capped() -> None:
+    manifest = {"name": "net", "workflows": [{"id": f"w{i}", "ref": "steps"} for i in range(600)]}
+    with pytest.raises(BlueprintInvalid) as caught:
+        load_network(manifest)
+    assert caught.value.report.errors[0].code == "blueprint_too_large"
+
+
+# -- compile budget -----------------------------------------------------------------------
+
+
+def test_costly_templates_stop_at_the_time_budget(vorc: Orchestrator) -> None:
+    # Jinja compiles a long operator chain in time quadratic in its length.
+    heavy = [tool(f"n{i}", "echo", {"value": "{{ " + " + ".join(f"a{i}x{j}" for j in range(120)) + " }}"})
+             for i in range(40)]
+    report, elapsed = timed(vorc.validate, blueprint(*heavy))
+    codes = {e.code for e in report.errors}
+    assert "blueprint_too_complex" in codes
+    assert elapsed < 1.0  # the budget (100 ms) plus the one template compiling when it ran out
+
+
+def test_many_problems_are_capped_with_a_count(vorc: Orchestrator) -> None:
+    nodes = [tool(f"n{i}", "echo", dependencies=[f"missing_{i}_{j}" for j in range(40)]) for i in range(20)]
+    report, elapsed = timed(vorc.validate, blueprint(*nodes))
+    assert elapsed < FAST_S
+    assert len(report.errors) == 201
+    assert report.errors[-1].code == "too_many_issues" and report.errors[-1].message.startswith("600 more")
