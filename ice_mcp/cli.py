@@ -16,6 +16,7 @@ from ice_mcp.engine.events import Event
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator, import_tool_modules
 from ice_mcp.services import Settings
+from ice_mcp.tools.egress import allow_net_argument
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                      help="one input (VALUE is parsed as JSON when it can be); repeatable")
     run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    run.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                     help="let outbound fetches reach this private address range or host (repeatable; ICE_MCP_ALLOW_NET)")
     _common(run)
 
     validate = commands.add_parser("validate", help="check a blueprint; every problem is listed")
@@ -88,7 +91,8 @@ def _add_extension_commands(commands: Any) -> None:
 
 def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
-    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace)
+    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     orchestrator = Orchestrator(settings=settings)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):

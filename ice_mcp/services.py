@@ -33,6 +33,8 @@ class Settings:
     persist_runs: bool = True
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
+    allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
+    egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -49,6 +51,10 @@ class Settings:
             values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
         if env.get("ICE_MCP_CALLER_BUDGET_USD"):
             values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
+        if env.get("ICE_MCP_ALLOW_NET"):
+            values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
+        if env.get("ICE_MCP_EGRESS_PROXY"):
+            values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})
