@@ -20,6 +20,7 @@ from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator, import_tool_modules
 from ice_mcp.services import Settings
+from ice_mcp.tools.egress import allow_net_argument
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
 BROKEN_PIPE_EXIT = 141
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
                      help="one input (VALUE is parsed as JSON when it can be); repeatable")
     run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    run.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                     help="let outbound fetches reach this private address range or host (repeatable; ICE_MCP_ALLOW_NET)")
     _common(run)
 
     validate = commands.add_parser("validate", help="check a blueprint; every problem is listed")
@@ -108,7 +111,8 @@ def package_version() -> str:
 
 def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
-    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace)
+    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     orchestrator = Orchestrator(settings=settings)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):

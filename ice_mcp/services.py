@@ -39,6 +39,8 @@ class Settings:
     max_blueprint_bytes: int = 64 * 1024
     max_blueprint_templates: int = 200
     max_validation_ms: int = 100  # compiling templates stops past this, with a clear issue
+    allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
+    egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -55,6 +57,10 @@ class Settings:
             values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
         if env.get("ICE_MCP_CALLER_BUDGET_USD"):
             values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
+        if env.get("ICE_MCP_ALLOW_NET"):
+            values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
+        if env.get("ICE_MCP_EGRESS_PROXY"):
+            values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

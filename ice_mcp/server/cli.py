@@ -17,6 +17,7 @@ from typing import Any
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.tools.egress import allow_net_argument
 
 logger = logging.getLogger("ice_mcp.server")
 
@@ -63,6 +64,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                        help="let outbound fetches reach this private address range or host (repeatable; "
+                             "ICE_MCP_ALLOW_NET)")
     parser.add_argument("--sandbox-expressions", action="store_true",
                         help="evaluate conditions and convergence in the WebAssembly sandbox")
     parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
@@ -99,7 +103,8 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
 
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
-                                 sandbox_expressions=getattr(args, "sandbox_expressions", False) or None)
+                                 sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     orc = Orchestrator(settings=settings)
     recovered = orc.recover_interrupted_runs()
     if recovered:

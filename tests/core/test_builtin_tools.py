@@ -183,7 +183,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
+def server(settings: Settings) -> Iterator[str]:
+    settings.allow_net = ("127.0.0.1",)  # the egress guard refuses loopback unless the operator allows it
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.block_on_close = False

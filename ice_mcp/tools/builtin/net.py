@@ -1,4 +1,4 @@
-"""http_request: one HTTP call with a timeout and a response-size cap."""
+"""http_request: one HTTP call under the egress guard, with a timeout and a response-size cap."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import httpx2
 from pydantic import Field
 
 from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.tools import egress
 from ice_mcp.tools.context import current_settings
 
 
@@ -27,20 +28,26 @@ async def http_request(
     limit = min(max_bytes or settings.http_max_bytes, settings.http_max_bytes)
     timeout = httpx2.Timeout(timeout_seconds or settings.http_timeout_seconds)
     try:
-        async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True) as client, client.stream(
-            method, url, headers=headers, params=params, json=json_body, content=body
-        ) as response:
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise NodeFailure(f"response larger than {limit} bytes", code="too_large", retryable=False)
-                chunks.append(chunk)
+        async with egress.guarded_client(settings, timeout=timeout) as client:
+            request = client.build_request(method, egress.canonical_url(url), headers=headers, params=params,
+                                           json=json_body, content=body)
+            response = await egress.send(client, request)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise NodeFailure(f"response larger than {limit} bytes", code="too_large", retryable=False)
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
     except httpx2.TimeoutException:
         raise NodeFailure(f"request to {url} timed out", code="timeout") from None
     except httpx2.HTTPError as exc:
         raise NodeFailure(f"request to {url} failed: {exc}", code="http_error") from None
+    except httpx2.InvalidURL as exc:
+        raise NodeFailure(f"invalid URL {url!r}: {exc}", code="invalid_url", retryable=False) from None
     raw = b"".join(chunks)
     text = raw.decode(response.encoding or "utf-8", errors="replace")
     result: dict[str, Any] = {"status": response.status_code, "headers": dict(response.headers), "text": text}
