@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+FORBIDDEN = -32003
 INSTRUCTIONS = (
     "Every registered workflow is a tool named workflow_<name> (canonical id workflow:<name>). "
     "A call returns {run_id, status, outputs, error, cost_usd, duration_ms}; a run still going after "
@@ -207,7 +208,8 @@ def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
         try:
             return await calls.network(params.manifest, params.wait_seconds, params.idempotency_key)
         except IceError as exc:
-            raise MCPError(INVALID_PARAMS, exc.message, data=exc.as_dict()) from None
+            code = FORBIDDEN if exc.code == "forbidden" else INVALID_PARAMS
+            raise MCPError(code, exc.message, data=exc.as_dict()) from None
         except DocumentError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         except (MCPError, asyncio.CancelledError):

@@ -15,6 +15,7 @@ from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.errors import IceError
 from ice_mcp.server.catalogue import Catalogue, Entry
 from ice_mcp.server.documents import DocumentError, parse_document
+from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.envelope import error_result, json_result, record_dict, run_result
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.runs import Progress, run_and_wait, top_level_count
@@ -77,14 +78,25 @@ class ToolCalls:
         self._catalogue = catalogue
         self._networks: dict[str, asyncio.Task[dict[str, Any]]] = {}
 
+    @property
+    def catalogue(self) -> Catalogue:
+        return self._catalogue
+
     def wait_budget(self, requested: Any) -> float:
         if (
             isinstance(requested, int | float)
             and not isinstance(requested, bool)
             and requested >= 0
         ):
-            return min(float(requested), self._options.max_wait_seconds)
+            # Compare before converting: float() of a huge integer overflows.
+            return float(min(requested, self._options.max_wait_seconds))
         return self._options.wait_seconds
+
+    def refusal(self, entry: Entry) -> str | None:
+        """Why this server will not run `entry` (read-only: only tools whose readOnlyHint is true)."""
+        if self._catalogue.allowed(entry):
+            return None
+        return f"{entry.name} may change data (its readOnlyHint is false) and the server is read-only"
 
     @staticmethod
     def _key(arguments: Mapping[str, Any], meta: Mapping[str, Any]) -> str | None:
@@ -102,6 +114,12 @@ class ToolCalls:
         admin: bool,
         report: Progress | None,
     ) -> types.CallToolResult:
+        if (why := self.refusal(entry)) is not None:
+            return error_result("forbidden", why)
+        if (where := lone_surrogate(arguments)) is not None:
+            return error_result(
+                "invalid_arguments", f"{where}: a string holds a lone UTF-16 surrogate"
+            )
         key = self._key(arguments, meta)
         if entry.kind != "builtin":
             arguments.pop("idempotency_key", None)
@@ -302,6 +320,11 @@ class ToolCalls:
         return record
 
     async def network(self, manifest: Any, wait: Any, key: str | None) -> dict[str, Any]:
+        if self._options.read_only:
+            raise IceError(
+                "network.execute runs workflows that may change data and the server is read-only",
+                code="forbidden",
+            )
         doc = parse_document(manifest, "manifest")
         task = self._networks.get(key) if key else None
         if task is None:

@@ -148,8 +148,17 @@ class Catalogue:
             return False
         return not any(fnmatch.fnmatchcase(n, p) for p in exclude for n in (entry.name, ident))
 
+    def allowed(self, entry: Entry) -> bool:
+        """On a read-only server only tools that declare readOnlyHint run (workflows: every node does)."""
+        hints = entry.tool.annotations
+        return not self._options.read_only or bool(hints is not None and hints.read_only_hint)
+
     def listed(self, *, admin: bool) -> list[types.Tool]:
-        return [e.tool for e in self.entries() if self._listed(e) and (admin or not e.admin)]
+        return [
+            e.tool
+            for e in self.entries()
+            if self._listed(e) and (admin or not e.admin) and self.allowed(e)
+        ]
 
     def resolve(self, name: str) -> Entry | None:
         """Find a tool by advertised name, canonical id (`workflow:x`) or alias (`network.execute`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -32,7 +33,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--stateless", action="store_true", help="no sessions (for replicas behind a load balancer)"
     )
     parser.add_argument(
-        "--read-only", action="store_true", help="refuse blueprint_register / blueprint_delete"
+        "--read-only",
+        action="store_true",
+        help="offer only tools whose readOnlyHint is true (no file writes, no ad-hoc blueprints)",
     )
     parser.add_argument(
         "--canonical-names", action="store_true", help="advertise workflow:<name> ids"
@@ -71,6 +74,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluate conditions and convergence in the WebAssembly sandbox")
     parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--log-file", type=Path, default=os.environ.get("ICE_MCP_LOG_FILE") or None,
+                        help="append logs (everything the server writes to stderr) to this file")
 
 
 def add_serve_commands(subparsers: Any) -> None:
@@ -148,6 +153,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 allowed_hosts=args.allowed_host,
             )
             workflows = sorted(orc.registry.workflows)
+            # Start-up objects live as long as the server: keep them out of full GC passes (latency).
+            gc.collect()
+            gc.freeze()
             await serve_http(app, listener, args.log_level,
                              on_started=lambda: announce(args.host, port, workflows))
         finally:
@@ -201,6 +209,9 @@ def announce(host: str, port: int, workflows: list[str]) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.log_file is not None:
+        # Before any logging is configured, so uvicorn's handlers and late tracebacks land there too.
+        sys.stderr = open(args.log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),

@@ -34,8 +34,17 @@ class ServerOptions:
     # fnmatch patterns on advertised names or canonical ids; empty include = everything.
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    # No catalogue changes at all (blueprint_register / blueprint_delete refused and not listed).
+    # Only tools whose readOnlyHint is true are listed and callable (see README, "Read-only servers").
     read_only: bool = False
+    # Streamable HTTP sessions: idle ones expire; each client (token caller, else peer address) and the
+    # whole server have a cap, and at a cap the oldest idle session makes room for the new one.
+    session_idle_seconds: float = field(
+        default_factory=lambda: _env_float("ICE_MCP_SESSION_IDLE_SECONDS", 600.0)
+    )
+    max_sessions_per_client: int = field(
+        default_factory=lambda: int(_env_float("ICE_MCP_MAX_SESSIONS_PER_CLIENT", 16))
+    )
+    max_sessions: int = field(default_factory=lambda: int(_env_float("ICE_MCP_MAX_SESSIONS", 1000)))
     # Over HTTP, catalogue changes need this bearer token; None = nobody over HTTP may change it.
     admin_token: str | None = field(
         default_factory=lambda: os.environ.get("ICE_MCP_ADMIN_TOKEN") or None

@@ -13,6 +13,7 @@ from jsonrpcserver import Error, Result, Success, async_dispatch
 from ice_mcp.errors import IceError
 from ice_mcp.server.calls import ArgumentsInvalid, ToolCalls, check_arguments
 from ice_mcp.server.documents import DocumentError, parse_document
+from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.envelope import envelope, record_dict
 from ice_mcp.server.runs import run_and_wait
 
@@ -22,6 +23,8 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 SERVER_ERROR = -32000
+FORBIDDEN = -32003
+MAX_WAIT_PARAM = 1e9  # seconds; larger is not a wait but an attack on float conversion
 
 
 def error_body(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
@@ -37,7 +40,8 @@ def _guard(fn: Method) -> Method:
         try:
             return await fn(*args, **kwargs)
         except IceError as exc:
-            return Error(INVALID_PARAMS, exc.message, exc.as_dict())
+            code = FORBIDDEN if exc.code == "forbidden" else INVALID_PARAMS
+            return Error(code, exc.message, exc.as_dict())
         except (DocumentError, ArgumentsInvalid) as exc:
             return Error(INVALID_PARAMS, str(exc))
         except Exception:
@@ -47,10 +51,26 @@ def _guard(fn: Method) -> Method:
     return wrapper
 
 
-def rpc_methods(orc: Any, calls: ToolCalls) -> dict[str, Method]:
+def _check_wait(wait_seconds: Any) -> None:
+    if wait_seconds is None:
+        return
+    if (
+        isinstance(wait_seconds, bool)
+        or not isinstance(wait_seconds, int | float)
+        or not 0 <= wait_seconds <= MAX_WAIT_PARAM
+    ):
+        raise ArgumentsInvalid([f"wait_seconds: a number of seconds from 0 to {MAX_WAIT_PARAM:g}"])
+
+
+def _read_only_refusal(what: str) -> Result:
+    return Error(FORBIDDEN, f"{what} may change data and the server is read-only")
+
+
+def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[str, Method]:
     async def network_execute(
         manifest: Any, wait_seconds: float | None = None, idempotency_key: str | None = None
     ) -> Result:
+        _check_wait(wait_seconds)
         return Success(await calls.network(manifest, wait_seconds, idempotency_key))
 
     async def workflow_run(
@@ -61,9 +81,13 @@ def rpc_methods(orc: Any, calls: ToolCalls) -> dict[str, Method]:
     ) -> Result:
         if not isinstance(name, str) or not isinstance(inputs or {}, dict):
             return Error(INVALID_PARAMS, "name must be a string and inputs an object")
+        _check_wait(wait_seconds)
         entry = orc.registry.workflows.get(name)
         if entry is None:
             return Error(INVALID_PARAMS, f"unknown workflow {name!r}")
+        tool = calls.catalogue.resolve(f"workflow:{name}")
+        if tool is None or calls.refusal(tool) is not None:
+            return _read_only_refusal(f"workflow {name!r}")
         check_arguments(entry.blueprint.inputs, inputs or {})
         record = await run_and_wait(
             orc,
@@ -86,6 +110,8 @@ def rpc_methods(orc: Any, calls: ToolCalls) -> dict[str, Method]:
         return Success(record_dict(record))
 
     async def run_cancel(run_id: str) -> Result:
+        if read_only:
+            return _read_only_refusal("run.cancel")
         if orc.get_run(str(run_id)) is None:
             return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
         cancelled = await orc.cancel(str(run_id))
@@ -115,6 +141,11 @@ async def handle_rpc(body: bytes, methods: dict[str, Method]) -> dict[str, Any] 
     params = decoded.get("params")
     if params is not None and not isinstance(params, dict | list):
         return error_body(INVALID_REQUEST, "params must be an object or an array", request_id)
+    if (where := lone_surrogate(params)) is not None:
+        message = f"params/{where}: a string holds a lone UTF-16 surrogate (not valid Unicode)"
+        return error_body(INVALID_PARAMS, message, request_id)
+    if lone_surrogate(decoded) is not None:
+        return error_body(INVALID_REQUEST, "a string holds a lone UTF-16 surrogate", request_id)
     try:
         text = await async_dispatch(json.dumps(decoded), methods=methods)
     except Exception:

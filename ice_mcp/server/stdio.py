@@ -1,16 +1,114 @@
-"""stdio transport: what Claude Desktop starts. Only MCP goes to stdout."""
+"""stdio transport: what Claude Desktop starts. Only MCP goes to stdout; every malformed request is answered."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from typing import Any
 
+import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from ice_mcp.server.app import build_server
+from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+def _problem(message: Any) -> str:
+    """What makes a decoded line no JSON-RPC 2.0 message, in words a client can act on."""
+    if not isinstance(message, dict):
+        return "a message must be a JSON object (batches are not supported)"
+    if message.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if "method" in message and not isinstance(message["method"], str):
+        return "method must be a string"
+    if "params" in message and not isinstance(message["params"], dict):
+        return "params must be an object"
+    if lone_surrogate(message) is not None:
+        return "a string holds a lone UTF-16 surrogate (not valid Unicode)"
+    return "not a valid JSON-RPC 2.0 request, notification or response"
+
+
+def rejection(line: str) -> types.JSONRPCError | None:
+    """The error answering a line the SDK cannot read, or None when it can (or nobody awaits an answer)."""
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except ValueError:
+        pass
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=PARSE_ERROR, message="Parse error")
+        )
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(message, dict) and "id" not in message:
+        return None  # a malformed notification: nobody waits for an answer
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    elif isinstance(request_id, str) and lone_surrogate(request_id) is not None:
+        request_id = None  # it could not be written back
+    elif isinstance(request_id, int) and not -(2**63) <= request_id < 2**63:
+        request_id = None
+    error = types.ErrorData(code=INVALID_REQUEST, message=f"Invalid request: {_problem(message)}")
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+class CheckedLines:
+    """stdin lines for the SDK's reader; a line it could not read is answered here instead of dropped."""
+
+    def __init__(self, source: AsyncIterable[str]) -> None:
+        self._source = source
+        self._answers: Any = None
+        self._attached = anyio.Event()
+
+    def attach(self, write_stream: Any) -> None:
+        self._answers = write_stream
+        self._attached.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            if not line.strip():
+                continue
+            error = rejection(line)
+            if error is None:
+                yield line
+                continue
+            await self._attached.wait()
+            await self._answers.send(SessionMessage(error))
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[io.TextIOWrapper]:
+    """The wire on a private descriptor; fd 0 reads /dev/null meanwhile so no child consumes requests."""
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    saved = os.dup(0)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        yield io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
 
 
 async def serve_stdio(orc: Any, options: ServerOptions | None = None) -> None:
     server = build_server(orc, options)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _claimed_stdin() as wire:
+        lines = CheckedLines(anyio.wrap_file(wire))
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            lines.attach(write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -8,16 +8,19 @@ from typing import Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ice_mcp.orchestrator import CURRENT_CALLER
-from ice_mcp.server.access import bearer_token, caller_id, same_secret
+from ice_mcp.server.access import caller_id, read_authorization, same_secret
 from ice_mcp.server.app import build_server
+from ice_mcp.server.edges import valid_host, valid_origin
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
+from ice_mcp.server.sessions import LimitedSessionManager, SessionEndpoint
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 PROTECTED = ("/mcp", "/rpc")
@@ -41,7 +44,7 @@ def security_settings(
 
 
 class Guard:
-    """Bearer token (when configured) and a body-size cap in front of `/mcp` and `/rpc`."""
+    """Strict Host/Origin, one `Authorization`, the bearer token (when configured) and a body cap."""
 
     def __init__(
         self, app: ASGIApp, *, token: str | None, admin_token: str | None, max_body: int
@@ -52,21 +55,37 @@ class Guard:
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(PROTECTED):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {
-            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
-        }
-        if self.token:
-            given = bearer_token(headers)
-            if not (same_secret(given, self.token) or same_secret(given, self.admin_token)):
-                await JSONResponse(
-                    error_body(-32001, "Unauthorized: send Authorization: Bearer <token>"),
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="ice-mcp"'},
-                )(scope, receive, send)
-                return
+        headers = Headers(scope=scope)
+        hosts, origins = headers.getlist("host"), headers.getlist("origin")
+        # Parsed strictly here, before the SDK's prefix match against the allow-list.
+        if len(hosts) != 1 or not valid_host(hosts[0]):
+            await _refuse(421, INVALID_REQUEST, "Invalid Host header", scope, receive, send)
+            return
+        if len(origins) > 1 or not valid_origin(origins[0] if origins else None):
+            await _refuse(403, INVALID_REQUEST, "Invalid Origin header", scope, receive, send)
+            return
+        if not str(scope.get("path", "")).startswith(PROTECTED):
+            await self.app(scope, receive, send)
+            return
+        credential = read_authorization(headers)
+        if credential.ambiguous:
+            await _refuse(
+                400, INVALID_REQUEST, "Send exactly one Authorization header", scope, receive, send
+            )
+            return
+        if self.token and not (
+            same_secret(credential.token, self.token)
+            or same_secret(credential.token, self.admin_token)
+        ):
+            await JSONResponse(
+                error_body(-32001, "Unauthorized: send Authorization: Bearer <token>"),
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="ice-mcp"'},
+            )(scope, receive, send)
+            return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await self._too_large(scope, receive, send)
@@ -82,10 +101,13 @@ class Guard:
         await self.app(scope, receive, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(
-            error_body(INVALID_REQUEST, "Request body too large"), status_code=413
-        )
-        await response(scope, receive, send)
+        await _refuse(413, INVALID_REQUEST, "Request body too large", scope, receive, send)
+
+
+async def _refuse(
+    status: int, code: int, message: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    await JSONResponse(error_body(code, message), status_code=status)(scope, receive, send)
 
 
 async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, bool]:
@@ -135,7 +157,7 @@ def create_http_app(
     server = build_server(orc, options)
     settings = security_settings(host, port, allowed_hosts)
     security = TransportSecurityMiddleware(settings)
-    methods = rpc_methods(orc, server.ice_calls)
+    methods = rpc_methods(orc, server.ice_calls, read_only=options.read_only)
 
     async def rpc(request: Request) -> Response:
         rejected = await security.validate_request(request, is_post=True)
@@ -160,18 +182,25 @@ def create_http_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})
 
-    app = server.streamable_http_app(
-        streamable_http_path="/mcp",
+    manager = LimitedSessionManager(
+        server,
         json_response=json_response,
-        stateless_http=stateless,
-        transport_security=settings,
+        stateless=stateless,
+        security_settings=settings,
         max_request_body_size=max_body,
-        host=host,
-        custom_starlette_routes=[
+        session_idle_timeout=options.session_idle_seconds,
+        max_sessions=options.max_sessions,
+        max_sessions_per_client=options.max_sessions_per_client,
+    )
+    app = Starlette(
+        routes=[
+            Route("/mcp", SessionEndpoint(manager, token_configured=bool(token))),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ],
+        lifespan=lambda _app: manager.run(),
     )
     app.add_middleware(Guard, token=token, admin_token=options.admin_token, max_body=max_body)
     app.state.ice_server = server
+    app.state.session_manager = manager
     return app

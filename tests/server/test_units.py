@@ -134,3 +134,87 @@ def test_parse_document() -> None:
     for bad in ("[1, 2]", "a: [", 42, "x" * (2 * 1024 * 1024)):
         with pytest.raises(DocumentError):
             parse_document(bad)
+
+
+# -- edges: Host/Origin parsing, surrogates, Authorization, stdio rejections -------------------
+
+from starlette.datastructures import Headers  # noqa: E402
+
+from ice_mcp.server import access  # noqa: E402
+from ice_mcp.server.edges import lone_surrogate, valid_host, valid_origin  # noqa: E402
+from ice_mcp.server.stdio import rejection  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.1:8000", "localhost:1", "[::1]:65535", "api.example.com"]
+)
+def test_valid_hosts(host: str) -> None:
+    assert valid_host(host)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost:8000@evil.example",
+        "127.0.0.1:8000/../evil",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "127.0.0.1:",
+        "user@127.0.0.1",
+        "[::1",
+        "[zz::1]:80",
+        "a b",
+        "",
+        None,
+    ],
+)
+def test_invalid_hosts(host: str | None) -> None:
+    assert not valid_host(host)
+
+
+def test_origins_parsed_strictly() -> None:
+    assert valid_origin(None) and valid_origin("http://127.0.0.1:8000")
+    assert not valid_origin("http://127.0.0.1:8000@evil.example")
+    assert not valid_origin("http://127.0.0.1:8000/path") and not valid_origin("null")
+
+
+def test_lone_surrogates_found_anywhere() -> None:
+    assert lone_surrogate({"a": ["x", {"b": "\ud800"}]}) == "a/1/b"
+    assert lone_surrogate({"\udfff": 1}) == "\\udfff"
+    assert lone_surrogate({"a": "emoji \U0001f600 is fine", "n": 2**70}) is None
+
+
+def test_authorization_read_once() -> None:
+    one = Headers(raw=[(b"authorization", b"Bearer abc")])
+    two = Headers(raw=[(b"authorization", b"Bearer abc"), (b"authorization", b"Bearer xyz")])
+    assert access.read_authorization(one) == access.Credential("abc")
+    assert access.read_authorization(two).ambiguous and access.bearer_token(two) is None
+    assert access.caller_id(type("R", (), {"headers": two})()) == "anonymous"
+    assert access.read_authorization(Headers(raw=[(b"authorization", b"Basic abc")])).token is None
+
+
+def test_token_comparison_sees_fixed_length_digests(monkeypatch: pytest.MonkeyPatch) -> None:
+    compared: list[tuple[int, int]] = []
+    real = access.hmac.compare_digest
+
+    def recording(a: bytes, b: bytes) -> bool:
+        compared.append((len(a), len(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(access.hmac, "compare_digest", recording)
+    assert access.same_secret("secret", "secret")
+    assert not access.same_secret("s", "secret")
+    assert not access.same_secret("x" * 10_000, "secret")
+    assert compared == [(32, 32)] * 3
+
+
+def test_stdio_rejections_keep_the_id() -> None:
+    assert rejection('{"jsonrpc": "2.0", "id": 1, "method": "ping"}') is None
+    assert rejection('{"jsonrpc": "2.0", "method": 5}') is None  # a notification: no answer
+    bad = rejection('{"jsonrpc": "2.0", "id": 7, "method": 5}')
+    assert bad is not None and bad.id == 7 and bad.error.code == -32600
+    assert "method must be a string" in bad.error.message
+    unparsable = rejection("{")
+    assert unparsable is not None and unparsable.id is None and unparsable.error.code == -32700
+    surrogate = rejection('{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}')
+    assert surrogate is not None and surrogate.id is None
