@@ -33,6 +33,7 @@ class Settings:
     persist_runs: bool = True
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
+    lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -49,6 +50,8 @@ class Settings:
             values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
         if env.get("ICE_MCP_CALLER_BUDGET_USD"):
             values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
+        if env.get("ICE_MCP_LEASE_SECONDS"):
+            values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -94,9 +94,6 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None)
     orc = Orchestrator(settings=settings)
-    recovered = orc.recover_interrupted_runs()
-    if recovered:
-        logger.warning("%d run(s) left running by a previous server were marked failed", recovered)
     if args.conformance_fixtures:
         from ice_mcp.server.fixtures import Fixtures
 
@@ -105,6 +102,9 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
     for folder in args.blueprints:
         for problem in orc.load_blueprints(Path(folder)):
             logger.warning("blueprint not registered: %s", problem.message)
+    resumed = orc.recover_interrupted_runs()  # last: resumed runs need every tool and workflow registered
+    if resumed:
+        logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
     return orc
 
 
@@ -140,7 +140,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
             await serve_stdio(orc, options)
     finally:
-        await orc.aclose()
+        await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
 
 
 def announce(host: str, port: int, workflows: list[str]) -> None:
