@@ -211,12 +211,12 @@ class Orchestrator:
                 parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
         """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first."""
         listeners: list[Listener] = [self.metrics.observe]
-        if self.store is not None:
-            listeners.insert(0, self.store.append_event)  # the journal: kept before anyone acts on an event
-            self._keep_lease()
         if on_event is not None:
             listeners.append(on_event)
         events = EventLog(record.run_id, listeners, journal)
+        if self.store is not None:
+            self.store.keep_journal(events, written=len(journal or ()))
+            self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, sleep=self.sleep,
                          globals=dict(globals or {}), replay=replay)

@@ -1,15 +1,17 @@
 """The run store: run records, every run's event journal, run ownership and registered blueprints, in SQLite.
 
-Writes of records and events go through one writer thread in batches, in the order they were
-queued, so the event loop never waits on the disk and a crash leaves a prefix of the journal.
-Reads and the rare writes whose answer is needed at once (claims, blueprint versions) use a
-second connection; SQLite's WAL lets them run beside the writer.
+One writer thread does the writing in batches: it takes the records queued for it and the
+events each live run has appended to its log since the last batch (every few milliseconds),
+so the event loop never encodes or waits on the disk, and a crash leaves a prefix of each
+journal. Reads and the rare writes whose answer is needed at once (claims, blueprint versions)
+use a second connection; SQLite's WAL lets them run beside the writer.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -18,14 +20,14 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ice_mcp.engine.events import Event
+from ice_mcp.engine.events import Event, EventLog
 from ice_mcp.engine.records import RunRecord
 
 logger = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE id
 # Columns added in schema 2 (durable runs); a folder written by an older version gains them.
 _RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT"}
 _BATCH = 512
+_POLL_SECONDS = 0.005  # how often the writer collects new events while runs are live
 _FALLBACK = "~"  # marks a value stdlib json had to encode (integers beyond 64 bits)
 
 
@@ -80,6 +83,15 @@ class StoredRun:
     version: int | None
     idempotency_key: str | None
     retry_of: str | None
+
+
+@dataclass(slots=True)
+class _Journal:
+    """A live run's event log and how much of it is on disk."""
+
+    events: list[Event]
+    written: int
+    finished: bool = False
 
 
 @dataclass(slots=True)
@@ -120,6 +132,7 @@ class RunStore:
         self._write = self._connect(target)
         self._pending: deque[tuple[int, str, Any]] = deque()  # appends and pops are atomic: no lock per write
         self._wake = threading.Event()
+        self._journals: dict[str, _Journal] = {}
         self._ticket = 0  # the last write queued
         self._committed = 0  # the last write done (on disk, or given up on and reported)
         self._done = threading.Condition()
@@ -156,9 +169,11 @@ class RunStore:
         return self._queue("run", (record.run_id, record.workflow, record.status, record.started_at,
                                    idempotency_key, record.to_dict(), owner, blueprint, version, retry_of))
 
-    def append_event(self, event: Event) -> None:
-        """Queue one journal entry; entries of a run are written in the order they were queued."""
-        self._queue("event", event)  # encoded by the writer: the event loop only appends
+    def keep_journal(self, log: EventLog, written: int = 0) -> None:
+        """Write `log`'s events as they are appended (all but the first `written`, already kept),
+        until the run's record is saved with a final status."""
+        self._journals[log.run_id] = _Journal(log.events, written)
+        self._wake.set()
 
     def heartbeat(self, owner: Owner) -> None:
         self._queue("owner", (owner.owner_id, owner.host, owner.pid, time.time()))
@@ -179,33 +194,47 @@ class RunStore:
 
     def _write_rows(self) -> None:
         while True:
-            self._wake.wait()
+            self._wake.wait(_POLL_SECONDS if self._journals else None)
             self._wake.clear()
-            while self._pending:
-                items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
-                try:
-                    self._write_batch(items)
-                except Exception:  # one bad row must not lose the others: write them one by one
-                    for item in items:
-                        try:
-                            self._write_batch([item])
-                        except Exception as exc:
-                            self.write_errors += 1
-                            self.last_write_error = f"{type(exc).__name__}: {exc}"
-                            logger.exception("run store: could not write a %s row", item[1])
+            closing = self._closed
+            items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
+            for _, kind, row in items:
+                if kind == "run" and row[2] != "running" and row[0] in self._journals:
+                    self._journals[row[0]].finished = True  # its last events are in the snapshot below
+            chunks = [(run_id, journal, len(journal.events)) for run_id, journal in list(self._journals.items())
+                      if len(journal.events) > journal.written or journal.finished]
+            try:
+                self._write_batch(items, chunks)
+            except Exception:  # one bad row must not lose the others: write them one by one
+                for item in items:
+                    self._write_alone(item[1], functools.partial(self._write_batch, [item], []))
+                for chunk in chunks:
+                    self._write_alone("journal", functools.partial(self._write_batch, [], [chunk]))
+            for run_id, journal, end in chunks:
+                journal.written = end
+                if journal.finished:
+                    self._journals.pop(run_id, None)
+            if items:
                 self._mark_committed(items[-1][0])
-            if self._closed:
+            if closing and not self._pending:
                 return
+            if self._pending:
+                self._wake.set()
 
-    def _write_batch(self, items: list[tuple[int, str, Any]]) -> None:
+    def _write_alone(self, what: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            self.write_errors += 1
+            self.last_write_error = f"{type(exc).__name__}: {exc}"
+            logger.exception("run store: could not write a %s row", what)
+
+    def _write_batch(self, items: list[tuple[int, str, Any]], chunks: list[tuple[str, _Journal, int]]) -> None:
         db = self._write
-        journal: dict[str, list[Event]] = {}  # a run's events of one batch go in one row
         db.execute("BEGIN")
         try:
             for _, kind, row in items:
-                if kind == "event":
-                    journal.setdefault(row.run_id, []).append(row)
-                elif kind == "run":
+                if kind == "run":
                     run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
                     db.execute(
                         "INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
@@ -215,11 +244,14 @@ class RunStore:
                         " owner=COALESCE(excluded.owner, runs.owner)",
                         (run_id, workflow, status, started, key, dumps(record), owner,
                          None if blueprint is None else dumps(blueprint), version, retry_of))
-                else:
+                elif kind == "owner":
                     db.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
                                " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat", row)
+            # A run's new events of one batch go in one row.
             db.executemany("INSERT OR REPLACE INTO events (run_id, seq, last_seq, events) VALUES (?, ?, ?, ?)",
-                           [(run_id, events[0].seq, events[-1].seq, dumps(events)) for run_id, events in journal.items()])
+                           [(run_id, journal.events[journal.written].seq, journal.events[end - 1].seq,
+                             dumps(journal.events[journal.written:end]))
+                            for run_id, journal, end in chunks if end > journal.written])
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -232,8 +264,9 @@ class RunStore:
             self._done.notify_all()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait (blocking, bounded) until every queued write is done; False if time ran out."""
-        ticket = self._ticket
+        """Wait (blocking, bounded) until every write queued and every event appended so far is done;
+        False if time ran out."""
+        ticket = self._queue("flush", None)
         with self._done:
             return self._done.wait_for(lambda: self._committed >= ticket, timeout)
 
