@@ -26,6 +26,7 @@ from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownNam
 from ice_mcp.nodes.base import NodeFailure, NodeResult, Usage
 from ice_mcp.orchestrator import Orchestrator, RunHandle, import_tool_modules
 from ice_mcp.services import Settings
+from ice_mcp.tools.context import ToolCall, current_call
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry, Tool, ToolAnnotations, tool
 
 __all__ = [
@@ -45,12 +46,14 @@ __all__ = [
     "Settings",
     "Tool",
     "ToolAnnotations",
+    "ToolCall",
     "UnknownName",
     "Usage",
     "ValidationIssue",
     "ValidationReport",
     "WorkflowBuilder",
     "agent",
+    "current_call",
     "default_orchestrator",
     "import_tool_modules",
     "load_blueprint",

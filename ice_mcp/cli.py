@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     runs_show.add_argument("run_id")
     runs_show.add_argument("--events", action="store_true", help="include the event stream")
     _common(runs_show)
+    runs_retry = runs_commands.add_parser(
+        "retry", help="run a finished run again as a new run, reusing every node it finished")
+    runs_retry.add_argument("run_id")
+    runs_retry.add_argument("--from", dest="from_node", metavar="NODE",
+                            help="run this top-level node and everything after it again")
+    _common(runs_retry)
 
     _add_extension_commands(commands)
     return parser
@@ -114,6 +120,7 @@ def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     orchestrator = Orchestrator(settings=settings)
+    orchestrator.restore_blueprints()  # workflows registered at run time (over MCP, /rpc or Python)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):
             print(f"warning: {problem.message}", file=sys.stderr)
@@ -252,7 +259,19 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+async def _retry(args: argparse.Namespace) -> int:
+    orchestrator = make_orchestrator(args)
+    try:
+        record = await (await orchestrator.retry(args.run_id, args.from_node)).wait()
+        print(json.dumps(record.to_dict(), indent=2, default=str))
+        return 0 if record.status == "succeeded" else 1
+    finally:
+        await orchestrator.aclose()
+
+
 def _runs(args: argparse.Namespace) -> int:
+    if args.runs_command == "retry":
+        return asyncio.run(_retry(args))
     orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir))
     try:
         return _show_runs(orchestrator, args)

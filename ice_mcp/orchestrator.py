@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import logging
 import os
 import sys
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -18,17 +20,19 @@ from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog, Listener
+from ice_mcp.engine.journal import Replay, replay_from_events
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
-from ice_mcp.engine.store import RunStore
+from ice_mcp.engine.store import Owner, RunStore, StoredRun
 from ice_mcp.engine.workflows import check_blueprint, compile_plan, plan_for
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.services import Services, Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
 
+logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
 # Who is asking: set by the MCP layer per request (a hash of the bearer token, or "local").
@@ -38,10 +42,13 @@ CURRENT_CALLER: ContextVar[str | None] = ContextVar("ice_mcp_caller", default=No
 class RunHandle:
     """A run in progress (or finished): its live record, its events, and a way to wait or cancel."""
 
-    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None) -> None:
+    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
+                 plan: Plan | None = None) -> None:
         self.record = record
         self.events = events
+        self.plan = plan
         self._task = task
+        self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
 
     @property
     def run_id(self) -> str:
@@ -91,6 +98,9 @@ class Orchestrator:
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
         self._keys: dict[str, str] = {}
         self._callers: dict[str, Spend] = {}
+        self.owner = Owner.this_process(uuid.uuid4().hex)
+        self._lease_task: asyncio.Task[None] | None = None
+        self._adopting = False  # a server takes over the runs of servers that died; a one-shot CLI does not
 
     # -- blueprints and the catalogue ---------------------------------------
 
@@ -101,15 +111,46 @@ class Orchestrator:
     def compile(self, source: Target) -> Plan:
         return compile_plan(source, self.services)
 
-    def register_blueprint(self, source: Target, *, origin: str = "runtime") -> Blueprint:
-        """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid."""
+    def register_blueprint(self, source: Target, *, origin: str = "runtime", version: int | None = None
+                           ) -> Blueprint:
+        """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid.
+
+        Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
+        and comes back when a server starts on the same data folder.
+        """
         plan = self.compile(source)
+        if origin == "runtime" and version is None and self.store is not None:
+            version = self._store_version(plan.blueprint)
         entry = self.registry.add_workflow(plan.blueprint, origin)
-        entry.plan = plan
+        entry.plan, entry.version = plan, version
         return plan.blueprint
 
+    def _store_version(self, blueprint: Blueprint) -> int:
+        assert self.store is not None
+        source = _blueprint_source(blueprint)
+        versions = self.store.blueprint_versions(blueprint.name)
+        if versions and versions[-1].source == source and blueprint.name in self.registry.workflows:
+            return versions[-1].version  # the same blueprint again: no new version
+        return self.store.save_blueprint(blueprint.name, source)
+
     def remove_workflow(self, name: str) -> bool:
-        return self.registry.remove("workflow", name)
+        """Unregister a workflow; one registered at run time is deleted from the store for good."""
+        removed = self.registry.remove("workflow", name)
+        if self.store is not None:
+            removed = self.store.delete_blueprint(name) or removed
+        return removed
+
+    def restore_blueprints(self) -> list[str]:
+        """Register the blueprints kept in the store (their current versions); returns their names."""
+        restored = []
+        for stored in self.store.blueprints() if self.store is not None else []:
+            try:
+                self.register_blueprint(stored.source, version=stored.version)
+            except IceError as exc:
+                logger.warning("kept blueprint %s v%d not restored: %s", stored.name, stored.version, exc.message)
+                continue
+            restored.append(stored.name)
+        return restored
 
     def load_blueprints(self, folder: Path | str) -> list[ValidationIssue]:
         """Register every blueprint in a folder; returns the problems of those that failed."""
@@ -158,18 +199,33 @@ class Orchestrator:
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
-        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=inputs)
+        entry = self.registry.workflows.get(plan.name)
+        version = entry.version if entry is not None and entry.blueprint is plan.blueprint else None
+        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=inputs, started_at=time.time(),
+                           workflow_version=version)
+        return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
+                            globals=globals, parent_spend=parent_spend)
+
+    def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
+                on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
+                parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
+        """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first."""
         listeners: list[Listener] = [self.metrics.observe]
         if on_event is not None:
             listeners.append(on_event)
-        events = EventLog(record.run_id, listeners)
+        events = EventLog(record.run_id, listeners, journal)
+        if self.store is not None:
+            self.store.keep_journal(events, written=len(journal or ()))
+            self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, sleep=self.sleep,
-                         globals=dict(globals or {}))
-        if self.store is not None:
-            self.store.save(record, idempotency_key=idempotency_key)
+                         globals=dict(globals or {}), replay=replay)
+        if self.store is not None and journal is None:
+            self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
+                            blueprint=_blueprint_source(plan.blueprint), version=record.workflow_version,
+                            retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
-        handle = RunHandle(record, events, task)
+        handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
         self._remember(handle, idempotency_key)
         return handle
@@ -188,12 +244,15 @@ class Orchestrator:
         try:
             return await self.runner.execute(plan, record, ctx)
         finally:
-            if self.store is not None:
-                self.store.save(record, idempotency_key=key, events=ctx.events.events)
+            handle = self._handles.get(record.run_id)
+            if handle is not None and handle.suspended:
+                record.status, record.error = "running", None  # the next server resumes it from its journal
+            elif self.store is not None:
+                self.store.save(record, idempotency_key=key)
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
-        if handle.record.status != "running":
+        if handle.record.status != "running" or handle.suspended:
             return
         if task.cancelled():
             handle.record.status = "cancelled"
@@ -203,7 +262,7 @@ class Orchestrator:
             handle.record.status = "failed"
             handle.record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
         if self.store is not None:
-            self.store.save(handle.record, events=handle.events.events)
+            self.store.save(handle.record)
 
     def _plan(self, target: Target) -> Plan:
         if isinstance(target, str) and target in self.registry.workflows:
@@ -227,9 +286,13 @@ class Orchestrator:
         if run_id is None:
             return None
         handle = self._handles.get(run_id)
-        if handle is None:
-            record = self.get_run(run_id)
-            handle = RunHandle(record, EventLog(run_id), None) if record else None
+        if handle is None and self.store is not None:
+            stored = self.store.run(run_id)
+            if stored is None:
+                return None
+            if stored.record.status == "running" and self._adopt(run_id, stored.owner):
+                return self._handles.get(run_id)  # its server died: the same key resumes the same run
+            handle = RunHandle(stored.record, EventLog(run_id), None)
         return handle
 
     def caller_spend(self, caller: str | None = None) -> Spend | None:
@@ -242,9 +305,101 @@ class Orchestrator:
             spend = self._callers[caller] = Spend(budget_usd=self.settings.caller_budget_usd)
         return spend
 
+    # -- durable runs: leases, resume, retry -------------------------------------------------
+
     def recover_interrupted_runs(self) -> int:
-        """At server start: runs left `running` by a process that died are marked failed."""
-        return self.store.mark_interrupted() if self.store is not None else 0
+        """At server start (inside the event loop): restore kept blueprints, resume the runs of servers
+        that died, and from now on take over the runs of any server whose lease runs out."""
+        if self.store is None:
+            return 0
+        self.restore_blueprints()
+        self._adopting = True
+        self._keep_lease()
+        return self.adopt_orphans()
+
+    def adopt_orphans(self) -> int:
+        """Resume every run whose owner is gone; returns how many this process took over."""
+        if self.store is None:
+            return 0
+        return sum(self._adopt(run_id, owner) for run_id, owner in
+                   self.store.orphaned_runs(self.owner, self.settings.lease_seconds))
+
+    def _adopt(self, run_id: str, previous_owner: str | None) -> bool:
+        assert self.store is not None
+        self.store.register_owner(self.owner)
+        if run_id in self._handles or not self.store.claim(run_id, previous_owner, self.owner):
+            return False
+        try:
+            self._resume(run_id)
+        except IceError as exc:  # its blueprint no longer compiles here: end it readably
+            logger.warning("run %s could not be resumed: %s", run_id, exc.message)
+            stored = self.store.run(run_id)
+            if stored is not None:
+                stored.record.status, stored.record.error = "failed", {**exc.as_dict(), "code": "resume_failed"}
+                self.store.save(stored.record)
+            return False
+        return True
+
+    def _resume(self, run_id: str) -> RunHandle:
+        assert self.store is not None
+        stored = self.store.run(run_id)
+        if stored is None:
+            raise UnknownName("run", run_id, None)
+        plan = self._stored_plan(stored)
+        journal = [Event.from_dict(e) for e in self.store.events(run_id)]
+        record = stored.record
+        record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
+        self.store.save(record)
+        return self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
+                            idempotency_key=stored.idempotency_key, journal=journal)
+
+    def _stored_plan(self, stored: StoredRun) -> Plan:
+        if stored.blueprint is not None:
+            return self.compile(stored.blueprint)
+        return plan_for(self.services, stored.record.workflow)  # written before runs kept their blueprint
+
+    async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None
+                    ) -> RunHandle:
+        """A finished run again, as a new run that reuses every node it finished, except `from_node`
+        (and what depends on it) and the nodes that failed; those run again."""
+        handle = self._handles.get(run_id)
+        if handle is not None and handle.plan is not None:
+            record, plan, events = handle.record, handle.plan, [e.to_dict() for e in handle.events.events]
+        else:
+            stored = self.store.run(run_id) if self.store is not None else None
+            if stored is None or self.store is None:
+                raise UnknownName("run", run_id, None)
+            record, plan, events = stored.record, self._stored_plan(stored), self.store.events(run_id)
+        if not record.done:
+            raise IceError(f"run {run_id} is still {record.status}: cancel it first", code="run_not_finished")
+        rerun: list[str] = []
+        if from_node is not None:
+            if from_node not in plan.graph.nodes:
+                raise UnknownName("node", from_node, nearest(from_node, plan.graph.nodes))
+            rerun = _downstream(plan, from_node)
+        fresh = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=record.inputs, started_at=time.time(),
+                          workflow_version=record.workflow_version, retry_of=run_id)
+        return self._launch(plan, fresh, replay_from_events(events).for_retry(rerun), on_event=on_event,
+                            parent_spend=self.caller_spend())
+
+    def _keep_lease(self) -> None:
+        """Heartbeat this process's lease while it runs anything (and, for a server, adopt orphans)."""
+        if self.store is None or (self._lease_task is not None and not self._lease_task.done()):
+            return
+        self.store.register_owner(self.owner)
+        self._lease_task = asyncio.get_running_loop().create_task(self._lease_loop(), name="ice_mcp-lease")
+
+    async def _lease_loop(self) -> None:
+        assert self.store is not None
+        period = max(0.05, self.settings.lease_seconds / 3)
+        while True:
+            await asyncio.sleep(period)
+            self.store.heartbeat(self.owner)
+            if self._adopting:
+                try:
+                    self.adopt_orphans()
+                except Exception:  # a store hiccup must not stop the heartbeat
+                    logger.exception("adopting orphaned runs failed")
 
     def get_handle(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)
@@ -303,13 +458,38 @@ class Orchestrator:
         if self.store is not None:
             self.store.close()
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, suspend: bool = False) -> None:
+        """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
+        store and gives up this process's lease, so the next server resumes them at once."""
+        if self._lease_task is not None:
+            self._lease_task.cancel()
         for handle in list(self._handles.values()):
+            handle.suspended = suspend and self.store is not None and not handle.done
             handle.cancel()
         await asyncio.gather(*(h.wait() for h in self._handles.values()), return_exceptions=True)
         await self.services.aclose()
         if self.store is not None:
+            if suspend:
+                self.store.release_owner(self.owner)
             self.store.close()
+
+
+def _blueprint_source(blueprint: Blueprint) -> dict[str, Any]:
+    return blueprint.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _downstream(plan: Plan, node_id: str) -> list[str]:
+    """`node_id` and every top-level node that depends on it, through edges or condition gates."""
+    shape = plan.graph.shape
+    found, frontier = {node_id}, [node_id]
+    while frontier:
+        current = frontier.pop()
+        for other in shape.order:
+            if other not in found and (current in shape.deps[other]
+                                       or any(gate == current for gate, _ in shape.gates.get(other, ()))):
+                found.add(other)
+                frontier.append(other)
+    return sorted(found)
 
 
 def _is_name(text: str) -> bool:

@@ -41,6 +41,7 @@ class Settings:
     max_validation_ms: int = 100  # compiling templates stops past this, with a clear issue
     allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
     egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
+    lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -61,6 +62,8 @@ class Settings:
             values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
         if env.get("ICE_MCP_EGRESS_PROXY"):
             values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
+        if env.get("ICE_MCP_LEASE_SECONDS"):
+            values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -14,6 +14,7 @@ from ice_mcp.errors import IceError
 from ice_mcp.nodes.base import Usage
 
 if TYPE_CHECKING:
+    from ice_mcp.engine.journal import Replay
     from ice_mcp.engine.plan import Graph, Plan
     from ice_mcp.engine.records import NodeRecord
     from ice_mcp.engine.templates import Scope
@@ -112,6 +113,7 @@ class RunContext:
     depth: int = 0
     path: str = ""
     globals: dict[str, Any] = field(default_factory=dict)
+    replay: Replay | None = None  # what an earlier execution of this run finished (resume, retry)
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:

@@ -24,6 +24,11 @@ class Event:
         """True for events of the run's own nodes, not of nodes nested in sub-graphs."""
         return self.node_id is not None and "." not in self.node_id and "[" not in self.node_id
 
+    @classmethod
+    def from_dict(cls, event: dict[str, Any]) -> Event:
+        return cls(event["type"], event["run_id"], event["seq"], event["ts"], event.get("node_id"),
+                   event.get("attempt"), event.get("data") or {})
+
     def to_dict(self) -> dict[str, Any]:
         event: dict[str, Any] = {"type": self.type, "run_id": self.run_id, "seq": self.seq, "ts": self.ts}
         if self.node_id is not None:
@@ -44,9 +49,9 @@ class EventLog:
 
     __slots__ = ("events", "listeners", "run_id")
 
-    def __init__(self, run_id: str, listeners: list[Listener] | None = None) -> None:
+    def __init__(self, run_id: str, listeners: list[Listener] | None = None, events: list[Event] | None = None) -> None:
         self.run_id = run_id
-        self.events: list[Event] = []
+        self.events: list[Event] = events or []  # a resumed run goes on after its journal
         self.listeners: list[Listener] = listeners or []
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> Event:

@@ -49,6 +49,8 @@ class RunRecord:
     finished_at: float | None = None
     duration_ms: float | None = None
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    workflow_version: int | None = None  # the registered version the run ran (None: a file or an ad-hoc blueprint)
+    retry_of: str | None = None  # the run this one retries, reusing its finished nodes
 
     @property
     def done(self) -> bool:
@@ -68,6 +70,8 @@ class RunRecord:
             "finished_at": iso(self.finished_at),
             "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3),
             "nodes": {node_id: node.to_dict() for node_id, node in self.nodes.items()},
+            **({"workflow_version": self.workflow_version} if self.workflow_version is not None else {}),
+            **({"retry_of": self.retry_of} if self.retry_of is not None else {}),
         }
 
     @classmethod
@@ -102,4 +106,6 @@ class RunRecord:
                 )
                 for node_id, n in (data.get("nodes") or {}).items()
             },
+            workflow_version=data.get("workflow_version"),
+            retry_of=data.get("retry_of"),
         )

@@ -19,6 +19,7 @@ from ice_mcp.engine.context import (
     Spend,
     SubgraphResult,
 )
+from ice_mcp.engine.journal import NodeOutcome
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.records import NodeRecord, RunRecord
 from ice_mcp.engine.scheduler import Scheduler
@@ -62,9 +63,12 @@ def failure_of(exc: BaseException) -> NodeFailure:
 class Runner(GraphRunner):
     async def execute(self, plan: Plan, record: RunRecord, ctx: RunContext) -> RunRecord:
         """Run a whole plan; fills and returns `record`, whatever happens."""
-        record.started_at = time.time()
+        record.started_at = record.started_at or time.time()
         started = time.perf_counter()
-        ctx.emit("run_started", workflow=plan.name)
+        if ctx.replay is None:
+            ctx.emit("run_started", workflow=plan.name)
+        else:
+            ctx.emit("run_resumed", workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
         scope = Scope({"inputs": record.inputs, "global": ctx.globals})
         try:
             async with asyncio.timeout(plan.blueprint.timeout_seconds):
@@ -91,7 +95,8 @@ class Runner(GraphRunner):
         finally:
             record.cost_usd, record.usage = ctx.spend.cost_usd, ctx.spend.usage
             record.finished_at = time.time()
-            record.duration_ms = (time.perf_counter() - started) * 1000
+            record.duration_ms = ((time.perf_counter() - started) * 1000 if ctx.replay is None
+                                  else (record.finished_at - record.started_at) * 1000)
             ctx.emit("run_finished", status=record.status, error=record.error)
         return record
 
@@ -130,8 +135,14 @@ class Runner(GraphRunner):
         """All attempts of one node: retries with backoff, a timeout per attempt."""
         spec = node.spec
         CURRENT_SPEND.set(ctx.spend)  # this node task's own context
-        ctx.emit("node_started", node.id, 1)
         attempt = 0
+        if ctx.replay is not None:
+            # Resumed: the node in flight goes on at the attempt it had reached (same idempotency key);
+            # only containers replay what is inside them (an agent's calls are not deterministic).
+            attempt = ctx.replay.attempts.get(ctx.path + node.id, 1) - 1
+            if not node.is_container:
+                ctx = replace(ctx, replay=None)
+        ctx.emit("node_started", node.id, attempt + 1)
         while True:
             attempt += 1
             record.attempts = attempt
@@ -173,6 +184,7 @@ class _GraphRun:
         self.loop = asyncio.get_running_loop()
         self.finished: asyncio.Future[None] = self.loop.create_future()
         self.stop_reason: BaseException | None = None
+        self.replay = ctx.replay.outcomes if ctx.replay else None
 
     async def run(self) -> SubgraphResult:
         try:
@@ -198,13 +210,22 @@ class _GraphRun:
         """Start what is ready. The calling node task may carry on with one of them itself,
         which saves a task and a loop turn per node on chains."""
         carried = None
-        for node_id in self.scheduler.take_ready():
-            self.records[node_id].status = "running"
-            if continue_with_one and carried is None:
-                carried = node_id
-                self.running[node_id] = asyncio.current_task()  # type: ignore[assignment]
-            else:
-                self.running[node_id] = self.loop.create_task(self._node(node_id))
+        ready = self.scheduler.take_ready()
+        while ready:
+            replayed = False
+            for node_id in ready:
+                outcome = self.replay.get(self.ctx.path + node_id) if self.replay is not None else None
+                if outcome is not None and outcome.status != "skipped":  # skips follow from the replayed results
+                    self._settle_replayed(node_id, outcome)
+                    replayed = True
+                    continue
+                self.records[node_id].status = "running"
+                if continue_with_one and carried is None:
+                    carried = node_id
+                    self.running[node_id] = asyncio.current_task()  # type: ignore[assignment]
+                else:
+                    self.running[node_id] = self.loop.create_task(self._node(node_id))
+            ready = self.scheduler.take_ready() if replayed and not self.scheduler.stopped else []
         if self.scheduler.finished and not self.finished.done():
             self.finished.set_result(None)
         return carried
@@ -248,13 +269,26 @@ class _GraphRun:
             self._stop(exc)
         return None
 
-    def _settle_success(self, node_id: str, result: NodeResult) -> None:
+    def _settle_replayed(self, node_id: str, outcome: NodeOutcome) -> None:
+        """A node the journal says finished: its recorded result, without running it again."""
+        record = self.records[node_id]
+        record.attempts, record.duration_ms = outcome.attempts, outcome.duration_ms
+        if outcome.status == "succeeded":
+            self._settle_success(node_id, NodeResult(outcome.output, outcome.cost_usd, outcome.usage), replayed=True)
+        else:
+            error = outcome.error or {}
+            self._settle_failure(node_id, NodeFailure(str(error.get("message", "")), code=str(error.get("code", "")),
+                                                      details=error.get("details")), replayed=True)
+
+    def _settle_success(self, node_id: str, result: NodeResult, replayed: bool = False) -> None:
         node, record, ctx = self.graph.nodes[node_id], self.records[node_id], self.ctx
         record.status, record.output = "succeeded", result.output
         record.cost_usd, record.usage = result.cost_usd, result.usage
         self.outputs[node_id] = result.output
-        ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
-                 cost_usd=result.cost_usd, tokens=result.usage.total)
+        if not replayed:  # the journal entry that feeds a later replay: written before the scheduler hears
+            ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
+                     cost_usd=result.cost_usd, tokens=result.usage.total, usage=result.usage.as_dict(),
+                     output=result.output)
         branch = bool(result.output.get("result")) if node.type == "condition" else None
         self._skip(self.scheduler.succeeded(node_id, branch))
         if not node.is_container and (result.cost_usd or result.usage.total):
@@ -263,7 +297,7 @@ class _GraphRun:
             except RunStopped as stop:
                 self._stop(stop)
 
-    def _settle_failure(self, node_id: str, exc: BaseException) -> None:
+    def _settle_failure(self, node_id: str, exc: BaseException, replayed: bool = False) -> None:
         node, record = self.graph.nodes[node_id], self.records[node_id]
         if isinstance(exc, RunStopped):
             record.status = "cancelled"
@@ -279,8 +313,9 @@ class _GraphRun:
                 self.ctx.spend.charge(record.cost_usd, record.usage)
             except RunStopped as stop:
                 self._stop(stop)
-        self.ctx.emit("node_failed", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
-                      error=record.error)
+        if not replayed:
+            self.ctx.emit("node_failed", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
+                          error=record.error, cost_usd=record.cost_usd)
         if node.spec.on_error == "continue":
             record.output = self.outputs[node_id] = {"error": record.error}
         self._skip(self.scheduler.failed(node_id))
@@ -297,7 +332,8 @@ class _GraphRun:
         for node_id in node_ids:
             self.outputs[node_id] = None
             self.records[node_id].status = "skipped"
-            self.ctx.emit("node_skipped", node_id)
+            if self.replay is None or self.ctx.path + node_id not in self.replay:
+                self.ctx.emit("node_skipped", node_id)
 
     async def _cancel_running(self) -> None:
         for node_id in self.scheduler.stop():

@@ -66,10 +66,27 @@ BUILTINS: tuple[Builtin, ...] = (
         ),
     ),
     Builtin(
-        "run_list",
-        "Recent runs, newest first, optionally filtered by status.",
+        "run_retry",
+        "Run a finished run again as a new run: nodes it finished are reused, the failed node (or"
+        " from_node) and everything after it run again.",
         _obj(
             {
+                "run_id": {"type": "string"},
+                "from_node": {"type": "string", "description": "re-run from this top-level node"},
+                "wait_seconds": _WAIT,
+            },
+            ["run_id"],
+        ),
+        types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        ),
+    ),
+    Builtin(
+        "run_list",
+        "Recent runs, newest first, optionally filtered by workflow and status.",
+        _obj(
+            {
+                "workflow": {"type": "string"},
                 "status": {
                     "type": "string",
                     "enum": [

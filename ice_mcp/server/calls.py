@@ -247,8 +247,16 @@ class ToolCalls:
                     "status": data.get("status"),
                 }
             )
+        if name == "run_retry":
+            handle = await orc.retry(args["run_id"], args.get("from_node"))
+            record = await handle.wait(timeout=self.wait_budget(args.get("wait_seconds")))
+            return run_result(record)
         if name == "run_list":
-            runs = orc.list_runs(status=args.get("status"), limit=int(args.get("limit") or 50))
+            runs = orc.list_runs(
+                status=args.get("status"),
+                workflow=args.get("workflow"),
+                limit=int(args.get("limit") or 50),
+            )
             items = []
             for run in runs:
                 data = record_dict(run)

@@ -111,9 +111,6 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     orc = Orchestrator(settings=settings)
-    recovered = orc.recover_interrupted_runs()
-    if recovered:
-        logger.warning("%d run(s) left running by a previous server were marked failed", recovered)
     if args.conformance_fixtures:
         from ice_mcp.server.fixtures import Fixtures
 
@@ -123,6 +120,9 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
     for folder in [*folders, *args.blueprints]:
         for problem in orc.load_blueprints(Path(folder)):
             logger.warning("blueprint not registered: %s", problem.message)
+    resumed = orc.recover_interrupted_runs()  # last: resumed runs need every tool and workflow registered
+    if resumed:
+        logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
     return orc
 
 
@@ -135,7 +135,7 @@ async def _serve(args: argparse.Namespace) -> None:
         try:
             await serve_stdio(orc, options)
         finally:
-            await orc.aclose()
+            await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:
@@ -159,7 +159,7 @@ async def _serve(args: argparse.Namespace) -> None:
             await serve_http(app, listener, args.log_level,
                              on_started=lambda: announce(args.host, port, workflows))
         finally:
-            await orc.aclose()
+            await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

@@ -117,12 +117,18 @@ def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[
         cancelled = await orc.cancel(str(run_id))
         return Success({"run_id": run_id, "cancelled": bool(cancelled)})
 
+    async def run_retry(run_id: str, from_node: str | None = None, wait_seconds: float | None = None) -> Result:
+        handle = await orc.retry(str(run_id), None if from_node is None else str(from_node))
+        record = await handle.wait(timeout=calls.wait_budget(wait_seconds))
+        return Success(envelope(record_dict(record)))
+
     methods: dict[str, Method] = {
         "network.execute": network_execute,
         "workflow.run": workflow_run,
         "blueprint.validate": blueprint_validate,
         "run.status": run_status,
         "run.cancel": run_cancel,
+        "run.retry": run_retry,
     }
     return {name: _guard(fn) for name, fn in methods.items()}
 

@@ -132,6 +132,7 @@ class WorkflowEntry:
     blueprint: Blueprint
     source: str = "runtime"
     plan: Plan | None = None  # compiled on first use
+    version: int | None = None  # registered at run time: its version in the run store
 
 
 Listener = Callable[[str, str], Any]

@@ -32,6 +32,7 @@ async def test_cancel_before_the_run_starts(orc: Orchestrator, tools: Registry) 
     await asyncio.sleep(0)
     assert record.status == "cancelled"
     assert record.error == {"code": "cancelled", "message": "the run was cancelled before it started"}
+    assert orc.store.flush()
     assert orc.store.get(record.run_id).status == "cancelled"
 
 
@@ -158,6 +159,10 @@ async def test_parallel_max_concurrency(orc: Orchestrator, registry: Registry) -
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
+        for _ in range(100):  # stay until a second branch runs beside this one (the last one runs alone)
+            if running >= 2 or i == 4:
+                break
+            await asyncio.sleep(0.001)
         for _ in range(5):
             await asyncio.sleep(0)
         running -= 1

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx2
-from mcp_helpers import serve_subprocess, subprocess_env, write_blueprints
+from mcp_helpers import ROOT, free_port, serve_subprocess, subprocess_env, write_blueprints
 
 # What the issue asks: the server keeps answering /healthz within 100 ms during any hostile call.
 HEALTHZ_LIMIT_S = 0.100
@@ -72,3 +76,54 @@ def live_server(workspace: Path, *args: str, env: dict[str, str] | None = None) 
         "--blueprints", str(folder), *args, env={**subprocess_env(workspace), **(env or {})}
     ) as url:
         yield url
+
+
+class ServerProcess:
+    """`ice-mcp serve --http` as a subprocess a test can SIGKILL and start again on the same data folder."""
+
+    def __init__(self, workspace: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.args = args
+        self.env = {**subprocess_env(workspace), **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.log = workspace / "server.log"
+
+    def start(self) -> str:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ice_mcp", "serve", "--http", "--port", str(port), *self.args],
+                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=log,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self.url
+            except httpx2.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not answer /healthz in 30 s")
+
+    def kill(self) -> None:
+        """SIGKILL, and reap the process (a zombie would still look alive to the next server)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rpc(self, method: str, **params: Any) -> Any:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        reply = httpx2.post(f"{self.url}/rpc", json=body, timeout=30).json()
+        if "error" in reply:
+            raise AssertionError(f"{method} failed: {reply['error']}")
+        return reply["result"]
