@@ -1,22 +1,27 @@
 """Templates and expressions: Jinja2's immutable sandbox, compiled once per blueprint.
 
-Blueprint templates are untrusted, so they are expressions only (`{{ ... }}`),
-and every operation that could blow up in size or time is capped.
+Blueprint templates are untrusted, so they are expressions only (`{{ ... }}`), nested
+only so deep, and every operation that could grow memory or time has its result size
+predicted and refused before it runs; each render also has a work budget and a deadline.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import operator
+import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import ChainableUndefined, meta, nodes
+from jinja2 import ChainableUndefined, Undefined, meta, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.filters import ignore_case, make_attrgetter, make_multi_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ice_mcp.nodes.base import NodeFailure
@@ -27,6 +32,14 @@ MAX_SEQUENCE_ITEMS = 100_000
 MAX_RANGE = 10_000
 MAX_EXPONENT = 1_000
 MAX_INT_BITS = 4_096
+MAX_BRACKET_DEPTH = 32  # ( [ { inside one another: the parser recurses ~12 frames per level
+MAX_TOKENS = 1_000  # compiling costs ~50 µs a token (a 64 KB comparison chain took seconds); blueprints use < 40
+MAX_TREE_DEPTH = 48  # expression tree depth (power towers, operator chains): the compiler recurses per level
+MAX_WORK_CHARS = 8 * MAX_OUTPUT_CHARS  # characters (or items) all operations of one render may build
+MAX_RENDER_SECONDS = 0.025  # renders run on the event loop: a legitimate one takes microseconds
+MAX_SLOW_FILTER_INPUT = 20_000  # characters into filters written in Python (wordwrap, urlize, title...)
+MAX_TOJSON_INDENT = 16
+JSON_INT_RANGE = range(-(2**63), 2**64)  # what orjson (the run store) can write
 
 _LONE_EXPRESSION = re.compile(r"^\s*\{\{-?(?P<expr>.*?)-?\}\}\s*$", re.DOTALL)
 # A width or precision of five digits or more in a %-format or a {}-format field.
@@ -47,22 +60,152 @@ class TemplateCompileError(ValueError):
         self.code = code
 
 
-def _check_size(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
-        raise SecurityError(f"result longer than {MAX_OUTPUT_CHARS} characters")
-    if isinstance(value, list | tuple) and len(value) > MAX_SEQUENCE_ITEMS:
-        raise SecurityError(f"result longer than {MAX_SEQUENCE_ITEMS} items")
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+# --- sizes: predicted from operands, before anything is built -------------------------------
+
+_SCALAR_SIZE = {float: 24, bool: 5, type(None): 4}
+
+
+def _measure(value: Any, limit: int = MAX_OUTPUT_CHARS, *, boundary: bool = False) -> int:
+    """The size of `value` as JSON text, counting shared parts each time they appear.
+
+    Stops early past `limit` or past MAX_SEQUENCE_ITEMS values (raising), so it costs at most
+    that many steps. At a `boundary`, only JSON data with integers orjson can write passes.
+    """
+    total = visited = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        visited += 1
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, int):
+            if boundary and not isinstance(item, bool) and item not in JSON_INT_RANGE:
+                raise SecurityError(f"integer of {item.bit_length()} bits is too large for JSON (64 bits at most)")
+            total += item.bit_length() // 3 + 1
+        elif isinstance(item, list | tuple):
+            total += len(item) + 1
+            stack.extend(item)
+        elif isinstance(item, dict):
+            total += 2 * len(item) + 1
+            for key, inner in item.items():
+                stack.append(key)
+                stack.append(inner)
+        elif type(item) in _SCALAR_SIZE:
+            total += _SCALAR_SIZE[type(item)]
+        elif isinstance(item, Undefined) and not boundary:
+            pass
+        elif boundary:
+            raise SecurityError(f"the result holds a {type(item).__name__}, not JSON data")
+        else:
+            total += 64  # an object the template cannot grow (a range, a generator): its repr
+        if total > limit:
+            raise SecurityError(f"result larger than {limit} characters")
+        if visited > MAX_SEQUENCE_ITEMS:
+            raise SecurityError(f"result holds more than {MAX_SEQUENCE_ITEMS} values")
+    return total
+
+
+def _text_size(value: Any, limit: int = MAX_OUTPUT_CHARS) -> int:
+    """How long `str(value)` would be, without building it."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value.bit_length() // 3 + 2
+    return _measure(value, limit)
+
+
+def _refuse_over(size: int, limit: int, what: str) -> None:
+    if size > limit:
+        raise SecurityError(f"{what} would be longer than {limit} characters")
+
+
+# --- the per-render budget: work done and time taken ----------------------------------------
+
+@dataclass(slots=True)
+class RenderBudget:
+    """What one render may still do: characters to build, output to write, time to take."""
+
+    deadline: float
+    work_left: int = MAX_WORK_CHARS
+    output_left: int = MAX_OUTPUT_CHARS
+
+    def spend(self, units: int) -> None:
+        self.work_left -= units
+        if self.work_left < 0:
+            raise SecurityError(f"template builds more than {MAX_WORK_CHARS} characters in all")
+        if time.monotonic() > self.deadline:
+            raise SecurityError(f"template took longer than {int(MAX_RENDER_SECONDS * 1000)} ms")
+
+
+_BUDGET: ContextVar[RenderBudget | None] = ContextVar("ice_mcp_render_budget", default=None)
+
+
+def _spend(units: int) -> None:
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.spend(units)
+
+
+@contextmanager
+def _budgeted() -> Iterator[None]:
+    token = _BUDGET.set(RenderBudget(time.monotonic() + MAX_RENDER_SECONDS))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _metered(values: Iterable[Any]) -> Iterator[Any]:
+    """`values`, one at a time, charging each to the budget (filters loop in Python over these)."""
+    for count, item in enumerate(values):
+        if count >= MAX_SEQUENCE_ITEMS:
+            raise SecurityError(f"more than {MAX_SEQUENCE_ITEMS} items")
+        if not count & 127:
+            _spend(128)
+        yield item
+
+
+def _checked(value: Any) -> Any:
+    """A freshly built value, refused when over the caps and charged to the budget."""
+    if isinstance(value, str):
+        if len(value) > MAX_OUTPUT_CHARS:
+            raise SecurityError(f"result longer than {MAX_OUTPUT_CHARS} characters")
+        _spend(len(value))
+    elif isinstance(value, list | tuple | dict):
+        if len(value) > MAX_SEQUENCE_ITEMS:
+            raise SecurityError(f"result longer than {MAX_SEQUENCE_ITEMS} items")
+        _spend(len(value))
+    elif isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise SecurityError(f"integer larger than {MAX_INT_BITS} bits")
+    elif isinstance(value, Iterator):
+        return _metered(value)
+    else:
+        _spend(1)
     return value
+
+
+# --- operators ------------------------------------------------------------------------------
+
+def _safe_add(left: Any, right: Any) -> Any:
+    if isinstance(left, str) and isinstance(right, str):
+        _refuse_over(len(left) + len(right), MAX_OUTPUT_CHARS, "result")
+    elif isinstance(left, list | tuple) and isinstance(right, list | tuple) \
+            and len(left) + len(right) > MAX_SEQUENCE_ITEMS:
+        raise SecurityError(f"result longer than {MAX_SEQUENCE_ITEMS} items")
+    return _checked(left + right)
 
 
 def _safe_multiply(left: Any, right: Any) -> Any:
     for seq, count in ((left, right), (right, left)):
-        if isinstance(seq, str | list | tuple) and isinstance(count, int):
-            if len(seq) * max(count, 0) > (MAX_OUTPUT_CHARS if isinstance(seq, str) else MAX_SEQUENCE_ITEMS):
+        if isinstance(seq, str | bytes | list | tuple) and isinstance(count, int) and count > 0:
+            if isinstance(seq, str | bytes):
+                if len(seq) * count > MAX_OUTPUT_CHARS:
+                    raise SecurityError("repetition result too large")
+            elif len(seq) * count > MAX_SEQUENCE_ITEMS or _measure(seq) * count > MAX_OUTPUT_CHARS:
                 raise SecurityError("repetition result too large")
-    return _check_size(left * right)
+    if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+        raise SecurityError(f"product larger than {MAX_INT_BITS} bits")
+    return _checked(left * right)
 
 
 def _safe_power(left: Any, right: Any) -> Any:
@@ -70,13 +213,36 @@ def _safe_power(left: Any, right: Any) -> Any:
         raise SecurityError(f"exponent larger than {MAX_EXPONENT}")
     if isinstance(left, int) and isinstance(right, int) and left.bit_length() * max(right, 0) > MAX_INT_BITS:
         raise SecurityError(f"power larger than {MAX_INT_BITS} bits")
-    return left**right
+    return _checked(left**right)
+
+
+def _check_format(template: str, args: Iterable[Any]) -> None:
+    """`template % args` or `template.format(*args)`: each field may repeat an argument."""
+    if _HUGE_FORMAT_WIDTH.search(template):
+        raise SecurityError("format width too large")
+    fields = template.count("%") + template.count("{")
+    largest = max((_text_size(a) for a in args), default=0)
+    _refuse_over(len(template) + fields * largest, MAX_OUTPUT_CHARS, "formatted result")
+
+
+def _format_arguments(value: Any) -> Iterable[Any]:
+    if isinstance(value, tuple):
+        return value
+    return value.values() if isinstance(value, dict) else (value,)
 
 
 def _safe_modulo(left: Any, right: Any) -> Any:
-    if isinstance(left, str) and _HUGE_FORMAT_WIDTH.search(left):
-        raise SecurityError("format width too large")
-    return _check_size(left % right)
+    if isinstance(left, str):
+        _check_format(left, _format_arguments(right))
+    return _checked(left % right)
+
+
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "*": _safe_multiply,
+    "**": _safe_power,
+    "%": _safe_modulo,
+    "+": _safe_add,
+}
 
 
 def _safe_range(*args: int) -> range:
@@ -86,29 +252,244 @@ def _safe_range(*args: int) -> range:
     return rng
 
 
-_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
-    "*": _safe_multiply,
-    "**": _safe_power,
-    "%": _safe_modulo,
-    "+": lambda a, b: _check_size(operator.add(a, b)),
+def _concat(parts: tuple[Any, ...]) -> str:
+    """`a ~ b ~ c`, sized before it is joined."""
+    _refuse_over(sum(_text_size(p) for p in parts), MAX_OUTPUT_CHARS, "concatenation")
+    return _checked("".join(map(str, parts)))
+
+
+def _finalize(value: Any) -> Any:
+    """Each `{{ }}` of a text template, sized before it is turned into text."""
+    budget = _BUDGET.get()
+    if budget is not None:
+        size = _text_size(value) if not isinstance(value, Undefined) else 0
+        budget.output_left -= size
+        if budget.output_left < 0:
+            raise SecurityError(f"template output longer than {MAX_OUTPUT_CHARS} characters")
+        budget.spend(size)
+    return value
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, with `~` going through the sized concatenation."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.bounded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+# --- method calls and filters ---------------------------------------------------------------
+
+_VALUE_TYPES = (str, bytes, list, tuple, dict, int, float)
+_REFUSED_METHODS = frozenset({"translate", "maketrans"})  # a table can turn each character into a long text
+
+
+def _check_numbers(args: Iterable[Any], kwargs: Mapping[str, Any]) -> None:
+    """Counts, widths and sizes given to methods and filters stay small."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RANGE:
+            raise SecurityError(f"argument larger than {MAX_RANGE}")
+
+
+def _check_replace(text: Any, old: Any, new: Any) -> None:
+    if isinstance(text, str | bytes) and type(old) is type(text) and type(new) is type(text) \
+            and len(new) > len(old):
+        haystack: Any = text  # str or bytes, with a needle of the same type
+        occurrences = haystack.count(old) if old else len(text) + 1
+        if len(text) + occurrences * (len(new) - len(old)) > MAX_OUTPUT_CHARS:
+            raise SecurityError("replacement result too large")
+
+
+def _joinable(items: Any, separator: Any) -> list[Any]:
+    """The items to join, refused up front when the joined text would be too long."""
+    listed = list(_metered(items))
+    size = _text_size(separator or "") * max(len(listed) - 1, 0) + sum(_text_size(i) for i in listed)
+    if size > MAX_OUTPUT_CHARS:
+        raise SecurityError("joined result too large")
+    return listed
+
+
+def _check_method(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """A method of a built-in value (`s.replace(a, b)`, `sep.join(xs)`): its result sized first."""
+    _check_numbers(args, kwargs)
+    if isinstance(owner, str | bytes):
+        if name == "replace" and len(args) >= 2:
+            _check_replace(owner, args[0], args[1])
+        elif name == "join" and args:
+            return (_joinable(args[0], owner), *args[1:])
+        elif name == "expandtabs":
+            tab_size = args[0] if args else kwargs.get("tabsize", 8)
+            tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
+            _refuse_over(len(owner) + tabs * tab_size, MAX_OUTPUT_CHARS, "expanded text")
+    return args
+
+
+_DATA_ARGUMENT_FILTERS = frozenset({"default", "d", "sum"})  # numbers given to these are values, not sizes
+_ITERATING_FILTERS = frozenset({"map", "select", "reject", "selectattr", "rejectattr", "unique", "list", "batch",
+                                "slice", "groupby", "sort", "min", "max"})
+_TEXT_FILTERS = frozenset({"capitalize", "center", "e", "escape", "forceescape", "format", "indent", "lower",
+                           "pprint", "replace", "safe", "string", "striptags", "title", "trim", "truncate", "upper",
+                           "urlencode", "urlize", "wordcount", "wordwrap"})
+_SLOW_TEXT_FILTERS = frozenset({"pprint", "striptags", "title", "urlencode", "urlize", "wordwrap"})  # loops in Python
+
+
+def _check_indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> None:
+    pad = len(width) if isinstance(width, str) else int(width)
+    _refuse_over(_text_size(value) + pad * (str(value).count("\n") + 1), MAX_OUTPUT_CHARS, "indented text")
+
+
+def _check_wordwrap(value: Any, width: int = 79, break_long_words: bool = True,
+                    wrapstring: str | None = None, *args: Any, **kwargs: Any) -> None:
+    size = _text_size(value)
+    _refuse_over(size + (size + 1) * len(wrapstring or "\n"), MAX_OUTPUT_CHARS, "wrapped text")
+
+
+def _check_replace_filter(value: Any, old: Any, new: Any, *args: Any, **kwargs: Any) -> None:
+    _check_replace(str(value), old, new)
+
+
+def _check_format_filter(value: Any, *args: Any, **kwargs: Any) -> None:
+    if isinstance(value, str):
+        _check_format(value, (*args, *kwargs.values()))
+
+
+def _check_dictsort(value: Any, *args: Any, **kwargs: Any) -> None:
+    if isinstance(value, dict) and len(value) > MAX_RANGE:  # its sort key is Python, once per item
+        raise SecurityError(f"dictsort of more than {MAX_RANGE} items")
+
+
+_FILTER_CHECKS: dict[str, Callable[..., None]] = {
+    "dictsort": _check_dictsort,
+    "indent": _check_indent,
+    "wordwrap": _check_wordwrap,
+    "replace": _check_replace_filter,
+    "format": _check_format_filter,
 }
+
+
+def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` with its arguments checked, its input metered and its result sized."""
+    skip = 1 if hasattr(fn, "jinja_pass_arg") else 0  # a context or environment comes first
+    check = _FILTER_CHECKS.get(name)
+    text_limit = MAX_SLOW_FILTER_INPUT if name in _SLOW_TEXT_FILTERS else MAX_OUTPUT_CHARS if name in _TEXT_FILTERS \
+        else None
+    iterates = name in _ITERATING_FILTERS
+    checks_numbers = name not in _DATA_ARGUMENT_FILTERS
+
+    @functools.wraps(fn)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _spend(1)
+        value, rest = args[skip], args[skip + 1:]
+        if checks_numbers:
+            _check_numbers(rest, kwargs)
+        if text_limit is not None:
+            _refuse_over(_text_size(value, text_limit), text_limit, f"input to {name}")
+        if check is not None:
+            check(value, *rest, **kwargs)
+        if iterates and not isinstance(value, Undefined):
+            value = _metered(value)
+        return _checked(fn(*args[:skip], value, *rest, **kwargs))
+
+    return bounded
+
+
+def _indentation(value: Any, indent: int) -> int:
+    """Characters `json.dumps(value, indent=indent)` spends on line breaks and indentation."""
+    total, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        total += 1 + indent * depth
+        if total > MAX_OUTPUT_CHARS:
+            raise SecurityError(f"indented JSON would be longer than {MAX_OUTPUT_CHARS} characters")
+        if isinstance(item, list | tuple):
+            stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, dict):
+            stack.extend((inner, depth + 1) for inner in item.values())
+    return total
+
+
+def _make_tojson(original: Callable[..., Any]) -> Callable[..., Any]:
+    def tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
+        if indent is None:
+            _measure(value)
+        else:
+            if not isinstance(indent, int) or not 0 <= indent <= MAX_TOJSON_INDENT:
+                raise SecurityError(f"tojson indent must be a whole number from 0 to {MAX_TOJSON_INDENT}")
+            # json indents in Python, not C: a smaller input
+            _indentation(value, indent) + _measure(value, MAX_SLOW_FILTER_INPUT)
+        return original(eval_ctx, value, indent)
+
+    tojson.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
+    return tojson
+
+
+def _make_join(original: Callable[..., Any]) -> Callable[..., Any]:
+    def join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
+        if attribute is not None:
+            value = map(make_attrgetter(eval_ctx.environment, attribute), value)
+        return original(eval_ctx, _joinable(value, d), d)
+
+    join.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
+    return join
+
+
+def _metered_calls(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, charging the budget as it is called (sorted() calls its key after reading all items)."""
+    calls = itertools.count()
+
+    def metered(*args: Any) -> Any:
+        if not next(calls) & 127:
+            _spend(128)
+        return fn(*args)
+
+    return metered
+
+
+def _sort(environment: Any, value: Any, reverse: bool = False, case_sensitive: bool = False,
+          attribute: Any = None) -> list[Any]:
+    key = make_multi_attrgetter(environment, attribute, postprocess=None if case_sensitive else ignore_case)
+    return sorted(value, key=_metered_calls(key), reverse=reverse)
+
+
+def _make_sum(original: Callable[..., Any]) -> Callable[..., Any]:
+    def sum_(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+        """Numbers add up; lists or tuples chain in one pass (adding them pairwise is quadratic)."""
+        if attribute is not None:
+            iterable = map(make_attrgetter(environment, attribute), iterable)
+        items = list(_metered(iterable))
+        if isinstance(start, list | tuple) and all(type(item) is type(start) for item in items):
+            if len(start) + sum(len(item) for item in items) > MAX_SEQUENCE_ITEMS:
+                raise SecurityError(f"sum longer than {MAX_SEQUENCE_ITEMS} items")
+            return type(start)(itertools.chain(start, *items))
+        if all(isinstance(item, int | float) for item in (start, *items)):
+            return sum(items, start)
+        raise SecurityError("sum adds up numbers, or lists (or tuples) onto a start list")
+
+    sum_.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
+    return sum_
 
 
 class TemplateEnvironment(ImmutableSandboxedEnvironment):
     """The sandbox blueprints render in: immutable, capped, dict keys before attributes."""
 
     intercepted_binops = frozenset(_BINOPS)
+    code_generator_class = _BoundedCodeGenerator
 
     def __init__(self) -> None:
-        super().__init__(undefined=ChainableUndefined, autoescape=False, keep_trailing_newline=True)
+        super().__init__(undefined=ChainableUndefined, autoescape=False, keep_trailing_newline=True,
+                         finalize=_finalize)
         for name in ("lipsum", "cycler", "joiner", "namespace"):
             self.globals.pop(name, None)
         self.globals["range"] = _safe_range
-        for name in ("center", "indent", "wordwrap", "truncate"):
-            self.filters[name] = _width_capped(self.filters[name])
-        self.filters["format"] = _format_capped(self.filters["format"])
-        self.filters["replace"] = _replace_capped(self.filters["replace"])
-        self.filters["join"] = _join_capped(self.filters["join"])
+        self.bounded_concat = _concat
+        filters = self.filters
+        filters.update(tojson=_make_tojson(filters["tojson"]), join=_make_join(filters["join"]),
+                       sum=_make_sum(filters["sum"]))
+        filters["sort"] = functools.wraps(filters["sort"])(_sort)  # keeps jinja's pass_environment
+        self.filters = {name: _bounded_filter(name, fn) for name, fn in filters.items()}
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator in _BINOPS:
@@ -117,95 +498,43 @@ class TemplateEnvironment(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         # Methods of built-in values (`'a'.ljust(n)`, `s.replace(a, b)`) can build huge results in C.
-        owner = getattr(__obj, "__self__", None)
-        if isinstance(owner, str | bytes | list | tuple | dict):
-            _check_call_arguments(args, kwargs)
-            name = getattr(__obj, "__name__", "")
-            if name == "replace" and isinstance(owner, str) and len(args) >= 2:
-                _check_replace(owner, args[0], args[1])
-            elif name == "join" and isinstance(owner, str) and args:
-                args = (_check_join(args[0], owner), *args[1:])
-        return _check_size(super().call(__context, __obj, *args, **kwargs))
+        _spend(1)
+        name = getattr(__obj, "__name__", "")
+        if name in _REFUSED_METHODS:
+            raise SecurityError(f"method {name!r} is not allowed in templates")
+        if isinstance(getattr(__obj, "__self__", None), _VALUE_TYPES):
+            args = _check_method(__obj.__self__, name, args, kwargs)
+        return _checked(super().call(__context, __obj, *args, **kwargs))
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         # Fail loudly: an attempt at `__class__`, `__globals__`... is an error, not an empty string.
         raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
 
     def getattr(self, obj: Any, attribute: str) -> Any:
+        _spend(1)  # filters (sort, groupby, map) look attributes up once per item: keep the deadline
         # Node outputs are dicts: `node.items` must mean the key, not dict.items.
         if type(obj) is dict and attribute in obj:
             return obj[attribute]
         return super().getattr(obj, attribute)
 
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        _spend(1)
+        return super().getitem(obj, argument)
+
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         wrapper = super().wrap_str_format(value)
         if wrapper is None:
             return None
-        if _HUGE_FORMAT_WIDTH.search(value.__self__):
+        template = value.__self__
+        if _HUGE_FORMAT_WIDTH.search(template):
             raise SecurityError("format width too large")
-        return lambda *args, **kwargs: _check_size(wrapper(*args, **kwargs))
 
+        def bounded(*args: Any, **kwargs: Any) -> str:
+            mapping = args[0].values() if value.__name__ == "format_map" and args else ()
+            _check_format(template, (*args, *kwargs.values(), *mapping))
+            return _checked(wrapper(*args, **kwargs))
 
-def _check_call_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RANGE:
-            raise SecurityError(f"argument larger than {MAX_RANGE}")
-
-
-def _check_replace(text: str, old: Any, new: Any) -> None:
-    if isinstance(old, str) and isinstance(new, str) and len(new) > len(old):
-        occurrences = text.count(old) if old else len(text) + 1
-        if len(text) + occurrences * (len(new) - len(old)) > MAX_OUTPUT_CHARS:
-            raise SecurityError("replacement result too large")
-
-
-def _check_join(items: Any, separator: Any) -> list[Any]:
-    """The items to join, refused up front when the joined text would be too long."""
-    items = list(items)[: MAX_SEQUENCE_ITEMS + 1]
-    if len(items) > MAX_SEQUENCE_ITEMS:
-        raise SecurityError(f"joining more than {MAX_SEQUENCE_ITEMS} items")
-    size = len(str(separator or "")) * max(len(items) - 1, 0) + sum(len(str(i)) for i in items)
-    if size > MAX_OUTPUT_CHARS:
-        raise SecurityError("joined result too large")
-    return items
-
-
-def _join_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def capped(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
-        if attribute is None:
-            value = _check_join(value, d)
-        return _check_size(fn(eval_ctx, value, d, attribute))
-
-    capped.jinja_pass_arg = fn.jinja_pass_arg  # type: ignore[attr-defined]
-    return capped
-
-
-def _replace_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def capped(eval_ctx: Any, value: Any, old: Any, new: Any, count: int | None = None) -> Any:
-        _check_replace(str(value), old, new)
-        return fn(eval_ctx, value, old, new, count)
-
-    capped.jinja_pass_arg = fn.jinja_pass_arg  # type: ignore[attr-defined]
-    return capped
-
-
-def _width_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def capped(*args: Any, **kwargs: Any) -> Any:
-        for value in (*args[1:], *kwargs.values()):
-            if isinstance(value, int) and value > MAX_RANGE:
-                raise SecurityError("width too large")
-        return _check_size(fn(*args, **kwargs))
-
-    return capped
-
-
-def _format_capped(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def capped(value: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(value, str) and _HUGE_FORMAT_WIDTH.search(value):
-            raise SecurityError("format width too large")
-        return _check_size(fn(value, *args, **kwargs))
-
-    return capped
+        return bounded
 
 
 ENV = TemplateEnvironment()
@@ -258,7 +587,11 @@ def _render_errors(what: str, source: str) -> Iterator[None]:
         yield
     except TemplateError as exc:
         raise TemplateFailure(f"{what} failed: {exc}", source=source) from exc
-    except (ArithmeticError, TypeError, ValueError, LookupError, RecursionError) as exc:
+    except RecursionError:
+        raise TemplateFailure(f"{what} failed: data nested too deeply", source=source) from None
+    except MemoryError:
+        raise TemplateFailure(f"{what} failed: out of memory", source=source) from None
+    except Exception as exc:  # a filter given the wrong kind of value (AttributeError...): the template's fault
         raise TemplateFailure(f"{what} failed: {type(exc).__name__}: {exc}", source=source) from exc
 
 
@@ -283,24 +616,26 @@ class Expression(Compiled):
     names: frozenset[str]
 
     def render(self, scope: Scope) -> Any:
-        with _render_errors(f"expression {self.source!r}", self.source):
+        with _render_errors(f"expression {self.source!r}", self.source), _budgeted():
             value = self.function(**scope.select(self.names))
-        return None if isinstance(value, ChainableUndefined) else _check_result(value, self.source)
+            if isinstance(value, ChainableUndefined):
+                return None
+            _measure(value, boundary=True)  # the whole value, as the run store will write it
+        return list(value) if isinstance(value, tuple) else value
 
 
 _JSON_VALUES = (str, int, float, bool, type(None), dict, list, tuple)
 
 
-def _check_result(value: Any, source: str) -> Any:
-    """A lone expression's value must be JSON data of bounded size (never a function, class or method)."""
-    try:
-        _check_size(value)
-    except SecurityError as exc:
-        raise TemplateFailure(f"expression {source!r} failed: {exc}", source=source) from exc
+def _check_passed_value(value: Any, source: str) -> Any:
+    """A path's value is data that already exists: checked one level deep, not re-measured."""
+    if isinstance(value, list | tuple) and len(value) > MAX_SEQUENCE_ITEMS:
+        raise TemplateFailure(f"expression {source!r} failed: result longer than {MAX_SEQUENCE_ITEMS} items",
+                              source=source)
     if isinstance(value, tuple):
         value = list(value)
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
-    for item in items:  # one level deep: deeper values come from node outputs, which are data
+    for item in items:
         if not isinstance(item, _JSON_VALUES):
             raise TemplateFailure(f"expression {source!r} gives a {type(item).__name__}, not JSON data",
                                   source=source)
@@ -316,11 +651,8 @@ class Text(Compiled):
     names: frozenset[str]
 
     def render(self, scope: Scope) -> Any:
-        with _render_errors("template", self.source):
-            text = self.template.render(scope.select(self.names))
-        if len(text) > MAX_OUTPUT_CHARS:
-            raise TemplateFailure(f"template output longer than {MAX_OUTPUT_CHARS} characters", source=self.source)
-        return text
+        with _render_errors("template", self.source), _budgeted():
+            return self.template.render(scope.select(self.names))  # each piece sized by _finalize
 
 
 @dataclass(slots=True)
@@ -345,11 +677,44 @@ def _parse(source: str, code: str) -> nodes.Template:
     if len(source) > MAX_SOURCE_CHARS:
         raise TemplateCompileError(code, f"longer than {MAX_SOURCE_CHARS} characters")
     try:
-        return ENV.parse(source)
+        _check_tokens(source, code)
+        tree = ENV.parse(source)
     except TemplateError as exc:
         raise TemplateCompileError(code, str(exc)) from exc
     except (RecursionError, MemoryError) as exc:
         raise TemplateCompileError(code, "nested too deeply") from exc
+    if _tree_depth(tree) > MAX_TREE_DEPTH:
+        raise TemplateCompileError(code, f"nested too deeply (more than {MAX_TREE_DEPTH} levels)")
+    return tree
+
+
+def _check_tokens(source: str, code: str) -> None:
+    """Refuse too many tokens or deep bracket nesting, before the (recursive) parser sees them."""
+    depth = 0
+    for count, (_line, kind, value) in enumerate(ENV.lex(source)):
+        if count >= MAX_TOKENS:
+            raise TemplateCompileError(code, f"more than {MAX_TOKENS} tokens")
+        if kind != "operator":
+            continue
+        if value in ("(", "[", "{"):
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                raise TemplateCompileError(code, f"nested too deeply (more than {MAX_BRACKET_DEPTH} brackets)")
+        elif value in (")", "]", "}"):
+            depth -= 1
+
+
+def _tree_depth(tree: nodes.Node) -> int:
+    """The depth of the parsed tree, walked without recursion (power towers are deep, not wide)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_TREE_DEPTH:
+                break
+        stack.extend((child, depth + 1) for child in node.iter_child_nodes())
+    return deepest
 
 
 def _only_expressions(tree: nodes.Template, code: str) -> None:
@@ -392,7 +757,7 @@ class PathExpression(Expression):
                     value = ENV.getattr(value, key) if isinstance(key, str) else ENV.getitem(value, key)
                 if isinstance(value, ChainableUndefined):
                     return None
-        return _check_result(value, self.source)
+        return _check_passed_value(value, self.source)
 
 
 def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -9,6 +10,9 @@ import pytest
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.engine.templates import (
     MAX_OUTPUT_CHARS,
+    MAX_RENDER_SECONDS,
+    MAX_TOKENS,
+    MAX_WORK_CHARS,
     Scope,
     TemplateCompileError,
     TemplateFailure,
@@ -118,15 +122,30 @@ def test_expression_syntax_errors(source: str) -> None:
 
 
 @pytest.mark.parametrize("source", [
-    "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}",
-    "{{ " + "[" * 3000 + "1" + "]" * 3000 + " }}",
-    "x {{ " + "-" * 20000 + "1 }}",
+    "{{ " + "(" * 40 + "1" + ")" * 40 + " }}",
+    "{{ " + "[" * 40 + "1" + "]" * 40 + " }}",
+    "x {{ " + "-" * 400 + "1 }}",
+    "{{ " + " ** ".join(["9"] * 200) + " }}",  # the issue's power tower: a RecursionError took the server down
+    "x{{ " + " + ".join(["1"] * 100) + " }}",
+    "{{ x" + " | e" * 100 + " }}",
 ])
 def test_deep_nesting_is_a_syntax_error(source: str) -> None:
     with pytest.raises(TemplateCompileError) as info:
         compile_value(source)
     assert info.value.code == "template_syntax"
     assert "nested too deeply" in str(info.value)
+
+
+@pytest.mark.parametrize("source", [
+    "{{ " + " < ".join(["1"] * 10_000) + " }}",  # a 64 KB comparison chain took seconds to compile
+    "{{ [" + ",".join(["1"] * 20_000) + "] }}",
+    "{{ 1 }}" * 2_000,
+])
+def test_too_many_tokens_is_refused_before_compiling(source: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(TemplateCompileError, match=f"more than {MAX_TOKENS} tokens"):
+        compile_value(source)
+    assert time.perf_counter() - started < 0.5
 
 
 def test_overlong_source_is_refused() -> None:
@@ -147,8 +166,8 @@ def test_overlong_source_is_refused() -> None:
     ("{{ '{:>99999999}'.format(1) }}", "format width too large"),
     ("x{{ '{:>99999999}'.format(1) }}", "format width too large"),
     ("{{ '%99999999d' | format(1) }}", "format width too large"),
-    ("{{ 'ab' | center(10**9) }}", "width too large"),
-    ("{{ 'a' * 600000 + 'b' * 600000 }}", f"result longer than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ 'ab' | center(10**9) }}", "argument larger than 10000"),
+    ("{{ 'a' * 600000 + 'b' * 600000 }}", f"result would be longer than {MAX_OUTPUT_CHARS} characters"),
     ("{{ xs.append(4) }}", "unsafe"),
     ("{{ lipsum() }}", "undefined"),
     ("{{ ('a' * 1000) | replace('a', 'b' * 2000) }}", "replacement result too large"),
@@ -161,9 +180,14 @@ def test_abuse_is_refused_with_a_clear_error(source: str, message: str) -> None:
     assert message in info.value.message
 
 
-def test_jinja_power_is_left_associative_and_small_results_pass() -> None:
-    # Jinja parses 10**10**10 as (10**10)**10: a 333-bit integer, inside the caps.
-    assert render("{{ 10**10**10 }}") == 10**100
+def test_jinja_power_is_left_associative_and_large_integers_stay_inside() -> None:
+    # Jinja parses 10**10**10 as (10**10)**10: a 333-bit integer, inside the caps but not JSON's 64 bits.
+    assert render("{{ 10**10**10 % 997 }}") == 10**100 % 997
+    assert render("x{{ 10**10**10 }}") == "x1" + "0" * 100
+    with pytest.raises(TemplateFailure, match="integer of 333 bits is too large for JSON"):
+        render("{{ 10**10**10 }}")
+    with pytest.raises(TemplateFailure, match="integer of 257 bits is too large for JSON"):
+        render("{{ {'deep': [9**9**9]} }}")
 
 
 def test_text_output_is_capped() -> None:
@@ -172,8 +196,8 @@ def test_text_output_is_capped() -> None:
 
 
 @pytest.mark.parametrize(("source", "message"), [
-    ("{{ ('a' * 1000000) ~ ('a' * 1000000) }}", f"result longer than {MAX_OUTPUT_CHARS} characters"),
-    ("{{ (['a' * 1000000] * 3) | join }}", "joined result too large"),
+    ("{{ ('a' * 1000000) ~ ('a' * 1000000) }}", f"concatenation would be longer than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ ['a' * 1000000, 'a' * 1000000] | join }}", "joined result too large"),
     ("{{ ([1] * 100000) | join('ab' * 1000) | length }}", "joined result too large"),  # 200 MB, then measured
     ("{{ ('ab' * 1000).join([1] * 100000) | length }}", "joined result too large"),
 ])
@@ -240,3 +264,65 @@ def test_lone_expression_results_are_json_values(source: str) -> None:
     except TemplateFailure:
         return
     json.dumps(value)  # raises TypeError for a function, a class, a method or a GenericAlias
+
+
+BIG = "a" * 1_000_000
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    # issue 13: answers of 95-191 MB built despite the caps
+    ("{{ [big] * 1000 }}", "repetition result too large"),
+    ("x{{ [big] * 1000 }}", "repetition result too large"),
+    ("{{ [big, big] }}", f"result larger than {MAX_OUTPUT_CHARS} characters"),
+    ("x{{ [big, big] }}", f"result larger than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ {'a': big, 'b': big} }}", f"result larger than {MAX_OUTPUT_CHARS} characters"),
+    ("{{ ((big ~ big) ~ (big ~ big)) ~ ((big ~ big) ~ (big ~ big)) }}", "concatenation would be longer"),
+    ("{{ range(10000) | map('center', 9999) | list }}", f"template builds more than {MAX_WORK_CHARS} characters"),
+    ("{{ range(10000) | map('center', 9999) | join }}", f"template builds more than {MAX_WORK_CHARS} characters"),
+    ("x{{ big }}{{ big }}", f"template output longer than {MAX_OUTPUT_CHARS} characters"),
+    # issue 13: event-loop stalls of 4-7.5 s
+    ("{{ range(10) | tojson(indent=10**6) }}", "argument larger than 10000"),
+    ("{{ [[[1]]] | tojson(indent=9999) }}", "tojson indent must be a whole number from 0 to 16"),
+    ("{{ ([[1] * 1000] * 101) | sum(start=[]) | length }}", "sum longer than 100000 items"),
+    ("{{ 'a' | center(100000000) }}", "argument larger than 10000"),
+    ("{{ ('a\n' * 10000) | indent(9999) }}", "indented text would be longer than"),
+    ("{{ big | wordwrap(1) }}", "input to wordwrap would be longer than 20000 characters"),
+    ("{{ ('a\t' * 100000).expandtabs(10000) }}", "expanded text would be longer than"),
+    ("{{ big.translate({97: 'bb'}) }}", "method 'translate' is not allowed"),
+    ("{{ ('{0}' * 10000).format(big) }}", "formatted result would be longer than"),
+    ("{{ ('%(a)s' * 10000) % {'a': big} }}", "formatted result would be longer than"),
+    ("{{ big | list }}", "more than 100000 items"),
+    ("{{ (2).to_bytes(10**6, 'big') }}", "argument larger than 10000"),
+    ("{{ (range(10000) | list) * 10 | sort }}", "TypeError"),  # precedence: `10 | sort`; still a clear error
+    ("{{ ((range(10000) | list) * 10) | sort | length }}", f"took longer than {int(MAX_RENDER_SECONDS * 1000)} ms"),
+    ("{{ (range(10000) | list) | dictsort }}", "AttributeError"),  # no longer escapes as a raw exception
+])
+def test_the_issue_cases_are_refused_with_a_clear_error_quickly(source: str, message: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(TemplateFailure) as info:
+        render(source, {"big": BIG})
+    elapsed = time.perf_counter() - started
+    assert info.value.code == "template_error"
+    assert message in info.value.message
+    assert elapsed < 0.2, f"{source} took {elapsed * 1000:.0f} ms"
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("{{ [[1, 2], [3]] | sum(start=[]) }}", [1, 2, 3]),
+    ("{{ [1, 2.5] | sum }}", 3.5),
+    ("{{ rows | sum(attribute='n') }}", 3),
+    ("{{ ['b', 'A', 'c'] | sort }}", ["A", "b", "c"]),
+    ("{{ rows | sort(attribute='n', reverse=true) | map(attribute='n') | list }}", [2, 1]),
+    ("{{ 'a b c' | wordwrap(2) }}", "a\nb\nc"),
+    ("{{ {'x': 1} | tojson(indent=2) }}", '{\n  "x": 1\n}'),
+    ("{{ ['a', 'b'] | join(', ') }}", "a, b"),
+    ("{{ rows | join(',', attribute='n') }}", "1,2"),
+    ("{{ '{0}-{0}'.format('ab') }}", "ab-ab"),
+    ("{{ 'x\ty'.expandtabs(4) }}", "x   y"),
+    ("{{ 'ab' ~ 1 ~ none }}", "ab1None"),
+    ("{{ 2**64 - 1 }}", 2**64 - 1),
+    ("{{ {'b': 2, 'a': 1} | dictsort | list }}", [("a", 1), ("b", 2)]),
+])
+def test_bounded_filters_and_methods_keep_their_meaning(source: str, expected: Any) -> None:
+    value = render(source, {"rows": [{"n": 1}, {"n": 2}]})
+    assert value == (list(expected) if isinstance(expected, tuple) else expected)
