@@ -111,14 +111,14 @@ class Orchestrator:
     def compile(self, source: Target) -> Plan:
         return compile_plan(source, self.services)
 
-    def register_blueprint(self, source: Target, *, origin: str = "runtime", version: int | None = None
+    def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
                            ) -> Blueprint:
         """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid.
 
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
         and comes back when a server starts on the same data folder.
         """
-        plan = self.compile(source)
+        plan = source if isinstance(source, Plan) else self.compile(source)
         if origin == "runtime" and version is None and self.store is not None:
             version = self._store_version(plan.blueprint)
         entry = self.registry.add_workflow(plan.blueprint, origin)

@@ -17,12 +17,12 @@ VALUE_OVERHEAD = 2  # what a value costs beyond its text, like JSON quotes, a co
 
 @dataclass(frozen=True, slots=True)
 class BlueprintLimits:
-    """The largest document accepted; the defaults keep its validation under ~100 ms (see Settings)."""
+    """The largest document accepted (defaults as in Settings)."""
 
-    max_nodes: int = 500
-    max_depth: int = 40
-    max_bytes: int = 64 * 1024
-    max_templates: int = 200
+    max_nodes: int = 10_000
+    max_depth: int = 64
+    max_bytes: int = 4 * 1024 * 1024
+    max_templates: int = 20_000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BlueprintLimits:
@@ -37,6 +37,10 @@ def too_large(message: str) -> ValidationIssue:
 def size_issue(raw: Mapping[str, Any], limits: BlueprintLimits, what: str = "blueprint"
                ) -> ValidationIssue | None:
     """The first limit `raw` crosses, or None; stops as soon as one is crossed, so its cost is bounded too."""
+    for key in ("nodes", "workflows"):  # a long top-level list is refused before any walk
+        listed = raw.get(key)
+        if isinstance(listed, list) and len(listed) > limits.max_nodes:
+            return too_large(f"the {what} has {len(listed)} {key}, more than {limits.max_nodes} (max_blueprint_nodes)")
     size = VALUE_OVERHEAD
     templates = 0
     stack: list[tuple[Any, int]] = [(raw, 1)]

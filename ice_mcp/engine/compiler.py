@@ -8,7 +8,6 @@ when nothing is wrong.
 from __future__ import annotations
 
 import graphlib
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +58,6 @@ class Compiler:
         self.issues: list[ValidationIssue] = []
         self.warnings: list[ValidationIssue] = []
         self.left_out = 0
-        self.budget_ms = services.settings.max_validation_ms
-        self.deadline = time.monotonic() + self.budget_ms / 1000
-        self.out_of_time = False
 
     @property
     def registry(self) -> Any:
@@ -77,16 +73,6 @@ class Compiler:
 
     def suggest(self, name: str, candidates: Any) -> str | None:
         return nearest(name, candidates) if len(self.issues) < MAX_SUGGESTIONS else None
-
-    def over_time(self, node_id: str | None, field: str) -> bool:
-        """True once validation has used its time budget: templates past it are not compiled."""
-        if not self.out_of_time and time.monotonic() > self.deadline:
-            self.out_of_time = True
-            self.issues.append(ValidationIssue(
-                code="blueprint_too_complex", node_id=node_id, field=field,
-                message=f"validation stopped after {self.budget_ms} ms (max_validation_ms): its templates "
-                        "cost too much to compile; shorten long expressions or split the workflow"))
-        return self.out_of_time
 
     # -- the whole blueprint ------------------------------------------------
 
@@ -300,8 +286,6 @@ class Compiler:
 
     def _template(self, value: Any, visible: frozenset[str], node_id: str | None, field: str
                   ) -> tuple[Compiled | None, set[str]]:
-        if self.over_time(node_id, field):
-            return None, set()
         try:
             compiled = compile_value(value)
         except TemplateCompileError as exc:
@@ -312,8 +296,6 @@ class Compiler:
 
     def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
                     ) -> tuple[Compiled | None, set[str]]:
-        if self.over_time(node_id, field):
-            return None, set()
         try:
             compiled = compile_expression(source)
         except TemplateCompileError as exc:

@@ -267,15 +267,13 @@ class ToolCalls:
                     }
                 )
             return json_result({"runs": items})
-        if name == "blueprint_validate":
-            report_ = orc.validate(parse_document(args["blueprint"]))
-            return json_result(report_.model_dump(mode="json"))
+        # Parsing and compiling a large blueprint takes longer than an event-loop turn: a thread does it.
+        if name == "blueprint_validate" or (name == "blueprint_register" and args.get("validate_only")):
+            report_ = await asyncio.to_thread(lambda: orc.validate(parse_document(args["blueprint"])))
+            return json_result(report_.model_dump(mode="json"), is_error=name != "blueprint_validate" and not report_.ok)
         if name == "blueprint_register":
-            doc = parse_document(args["blueprint"])
-            if args.get("validate_only"):
-                report_ = orc.validate(doc)
-                return json_result(report_.model_dump(mode="json"), is_error=not report_.ok)
-            bp = orc.register_blueprint(doc)
+            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])))
+            bp = orc.register_blueprint(plan)
             tool = self._catalogue.resolve(f"workflow:{bp.name}")
             return json_result(
                 {
@@ -290,13 +288,13 @@ class ToolCalls:
                 return error_result("unknown_workflow", f"unknown workflow {args['name']!r}")
             return json_result({"deleted": args["name"]})
         if name == "blueprint_run":
-            doc = parse_document(args["blueprint"])
+            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])))
             return await self._run(
-                doc,
+                plan,
                 dict(args.get("inputs") or {}),
                 key,
                 report,
-                len(doc.get("nodes") or []) or None,
+                len(plan.graph.nodes) or None,
                 args.get("wait_seconds"),
             )
         if name == "network_execute":

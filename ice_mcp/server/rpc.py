@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -101,7 +102,8 @@ def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[
         return Success(envelope(record))
 
     async def blueprint_validate(blueprint: Any) -> Result:
-        return Success(orc.validate(parse_document(blueprint)).model_dump(mode="json"))
+        report = await asyncio.to_thread(lambda: orc.validate(parse_document(blueprint)))  # off the event loop
+        return Success(report.model_dump(mode="json"))
 
     async def run_status(run_id: str) -> Result:
         record = orc.get_run(str(run_id))

@@ -1,4 +1,4 @@
-"""Validation that cannot stall: RE2 patterns, bounded YAML aliases, size caps, a compile time budget."""
+"""Validation that cannot stall: RE2 patterns, bounded YAML aliases, size caps."""
 
 from __future__ import annotations
 
@@ -157,20 +157,17 @@ def test_fifty_thousand_nodes_are_refused_up_front(vorc: Orchestrator) -> None:
     report, elapsed = timed(vorc.validate, huge)
     assert elapsed < FAST_S
     [issue] = report.errors
-    assert issue.code == "blueprint_too_large" and "max_blueprint_bytes" in issue.message
+    assert issue.code == "blueprint_too_large" and "max_blueprint_nodes" in issue.message
     with pytest.raises(BlueprintInvalid) as caught:
         vorc.compile(huge)
     assert caught.value.details["errors"][0]["code"] == "blueprint_too_large"
 
 
-def test_the_largest_accepted_blueprint_validates_fast(vorc: Orchestrator) -> None:
-    largest = many_nodes(500)
-    vorc.validate(many_nodes(2))  # imports and caches warm
-    report, elapsed = timed(vorc.validate, largest)
-    assert report.ok, report.errors[:3]
-    assert elapsed < FAST_S
-    [issue] = vorc.validate(many_nodes(501)).errors
-    assert issue.code == "blueprint_too_large" and "more than 500 (max_blueprint_nodes)" in issue.message
+def test_the_largest_accepted_blueprint_validates(vorc: Orchestrator) -> None:
+    # Its validation takes longer than one event-loop turn should: the server runs it in a thread.
+    assert vorc.validate(many_nodes(10_000)).ok
+    [issue] = vorc.validate(many_nodes(10_001)).errors
+    assert issue.code == "blueprint_too_large" and "more than 10000 (max_blueprint_nodes)" in issue.message
 
 
 def test_deep_nesting_is_refused(vorc: Orchestrator) -> None:
@@ -196,23 +193,10 @@ def test_limits_are_settings(registry: Registry, settings: Settings) -> None:
 
 
 def test_network_manifest_size_is_capped() -> None:
-    manifest = {"name": "net", "workflows": [{"id": f"w{i}", "ref": "steps"} for i in range(600)]}
+    manifest = {"name": "net", "workflows": [{"id": f"w{i}", "ref": "steps"} for i in range(10_001)]}
     with pytest.raises(BlueprintInvalid) as caught:
         load_network(manifest)
     assert caught.value.report.errors[0].code == "blueprint_too_large"
-
-
-# -- compile budget -----------------------------------------------------------------------
-
-
-def test_costly_templates_stop_at_the_time_budget(vorc: Orchestrator) -> None:
-    # Jinja compiles a long operator chain in time quadratic in its length.
-    heavy = [tool(f"n{i}", "echo", {"value": "{{ " + " + ".join(f"a{i}x{j}" for j in range(120)) + " }}"})
-             for i in range(40)]
-    report, elapsed = timed(vorc.validate, blueprint(*heavy))
-    codes = {e.code for e in report.errors}
-    assert "blueprint_too_complex" in codes
-    assert elapsed < 1.0  # the budget (100 ms) plus the one template compiling when it ran out
 
 
 def test_many_problems_are_capped_with_a_count(vorc: Orchestrator) -> None:

@@ -117,6 +117,22 @@ async def test_deep_nesting_is_refused(url: str) -> None:
         print(f"deep: {len(answers)} calls, slowest {slowest * 1000:.0f} ms, worst /healthz {watch.worst * 1000:.0f} ms")
 
 
+async def test_costly_templates_are_validated_off_the_event_loop(url: str) -> None:
+    # Jinja compiles a long operator chain in time quadratic in its length: ~0.5 s for these 30.
+    heavy = [{"id": f"n{i}", "type": "tool", "tool_name": "render_template",
+              "tool_args": {"template": "{{ " + " + ".join(f"inputs.a{i}x{j}" for j in range(40)) + " }}"}}
+             for i in range(30)]
+    async with http_client(url) as client:
+        with healthz_watch(url) as watch:
+            answers, slowest = await keep_in_flight(
+                lambda: client.call_tool("blueprint_validate", {"blueprint": {"name": "heavy", "nodes": heavy}}))
+        for answer in answers:
+            assert not answer.is_error and answer.structured_content["ok"] is True
+        watch.assert_responsive()
+        print(f"heavy templates: {len(answers)} calls, slowest {slowest * 1000:.0f} ms, "
+              f"worst /healthz {watch.worst * 1000:.0f} ms")
+
+
 async def test_a_normal_blueprint_still_runs(url: str, tmp_path: Path) -> None:
     async with http_client(url) as client:
         result = await client.call_tool("blueprint_run", {"blueprint": regex_blueprint("^a+$"), "inputs": {"s": "aaa"}})
