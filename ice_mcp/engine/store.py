@@ -166,8 +166,10 @@ class RunStore:
              blueprint: dict[str, Any] | None = None, version: int | None = None,
              retry_of: str | None = None) -> int:
         """Queue the record as it is now (what is None keeps its stored value); returns its ticket."""
+        # A finished record no longer changes: the writer turns it into a dict, off the event loop.
+        snapshot = record if record.done else record.to_dict()
         return self._queue("run", (record.run_id, record.workflow, record.status, record.started_at,
-                                   idempotency_key, record.to_dict(), owner, blueprint, version, retry_of))
+                                   idempotency_key, snapshot, owner, blueprint, version, retry_of))
 
     def keep_journal(self, log: EventLog, written: int = 0) -> None:
         """Write `log`'s events as they are appended (all but the first `written`, already kept),
@@ -236,6 +238,8 @@ class RunStore:
             for _, kind, row in items:
                 if kind == "run":
                     run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
+                    if isinstance(record, RunRecord):
+                        record = record.to_dict()
                     db.execute(
                         "INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
                         " blueprint, version, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

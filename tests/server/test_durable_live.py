@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from live import ServerProcess
+from mcp_helpers import ADMIN, http_client, structured
 
 from ice_mcp.engine.store import RunStore
 
@@ -153,3 +154,28 @@ def test_two_servers_share_a_folder_and_take_over_a_dead_owners_run(cluster: Clu
     record = finished(other, orphan)
     assert record["status"] == "succeeded", record["error"]
     assert cluster.counts() == Counter({"n1": 1, "n2": 2, "n3": 1, "n4": 1, "n5": 1, "n6": 1})
+
+
+async def test_a_blueprint_registered_over_mcp_survives_a_restart(cluster: Cluster) -> None:
+    kept = chain("kept", ["k1", "k2"])
+    server = cluster.server()
+    async with http_client(server.url, token=ADMIN) as client:
+        for description in ("first", "second"):
+            answer = await client.call_tool("blueprint_register", {"blueprint": {**kept, "description": description}})
+            assert answer.is_error is False, answer.content
+    server.stop()
+
+    again = cluster.server()
+    async with http_client(again.url) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "workflow_kept" in tools and tools["workflow_kept"].description.startswith("second")
+        answer = await client.call_tool("workflow_kept", {})
+        assert answer.is_error is False, answer.content
+        record = again.rpc("run.status", run_id=structured(answer)["run_id"])
+        assert record["status"] == "succeeded" and record["workflow_version"] == 2
+    store = RunStore.in_data_dir(cluster.root / ".ice")
+    try:
+        assert [(v.version, v.source["description"]) for v in store.blueprint_versions("kept")] == [
+            (1, "first"), (2, "second")]
+    finally:
+        store.close()
