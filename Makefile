@@ -23,7 +23,7 @@ test-setup: setup
 	bash scripts/setup_mcp.sh
 
 run: setup
-	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --data-dir .data --log-level info
+	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --log-level info
 
 test: test-setup check
 	$(PY) -m pytest -q

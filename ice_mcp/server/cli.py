@@ -21,6 +21,7 @@ from ice_mcp.server.options import ServerOptions
 from ice_mcp.tools.egress import allow_net_argument
 
 logger = logging.getLogger("ice_mcp.server")
+WORKSPACE_NAME = "ice-mcp-workspace"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +88,8 @@ def add_serve_commands(subparsers: Any) -> None:
         "claude-config", help="print the claude_desktop_config.json block"
     )
     config.add_argument("--name", default="ice-mcp")
+    config.add_argument("--workspace", type=Path,
+                        help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
     config.set_defaults(handler=run_claude_config)
 
 
@@ -110,6 +113,7 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
+    settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
     orc = Orchestrator(settings=settings)
     if args.conformance_fixtures:
         from ice_mcp.server.fixtures import Fixtures
@@ -227,8 +231,14 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def claude_config(name: str = "ice-mcp") -> dict[str, Any]:
-    """The `mcpServers` block for this installation, with absolute paths."""
+def default_workspace() -> Path:
+    """Where a Claude Desktop server keeps its files unless told otherwise: never the process's current
+    folder, which for Claude Desktop may be `/`."""
+    return Path.home() / WORKSPACE_NAME
+
+
+def claude_config(name: str = "ice-mcp", workspace: Path | None = None) -> dict[str, Any]:
+    """The `mcpServers` block for this installation, with absolute paths and an explicit workspace."""
     script = Path(sys.executable).with_name("ice-mcp")
     if script.exists():
         command, cmd_args = str(script), ["serve"]
@@ -236,7 +246,8 @@ def claude_config(name: str = "ice-mcp") -> dict[str, Any]:
         command, cmd_args = str(Path(found).resolve()), ["serve"]
     else:
         command, cmd_args = str(Path(sys.executable).absolute()), ["-m", "ice_mcp.server", "serve"]
-    server: dict[str, Any] = {"command": command, "args": [*cmd_args, "--templates"]}
+    folder = (workspace or default_workspace()).expanduser().resolve()
+    server: dict[str, Any] = {"command": command, "args": [*cmd_args, "--templates", "--workspace", str(folder)]}
     if cmd_args[0] == "-m":
         # The folder that holds the ice_mcp package (a checkout, or site-packages).
         server["env"] = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -244,7 +255,10 @@ def claude_config(name: str = "ice-mcp") -> dict[str, Any]:
 
 
 def run_claude_config(args: argparse.Namespace) -> int:
-    print(json.dumps(claude_config(getattr(args, "name", "ice-mcp")), indent=2))
+    config = claude_config(getattr(args, "name", "ice-mcp"), getattr(args, "workspace", None))
+    workspace = Path(next(iter(config["mcpServers"].values()))["args"][-1])
+    workspace.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(config, indent=2))
     return 0
 
 

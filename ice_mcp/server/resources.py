@@ -68,7 +68,18 @@ class Resources:
                     mime_type="text/markdown",
                 )
             )
-        for name in blueprint_files(self._options.blueprints_dir):
+        templates = blueprint_files(self._options.blueprints_dir)
+        for name, entry in sorted(self._orc.registry.workflows.items()):
+            if entry.version is not None and name not in templates:  # registered at run time, kept
+                out.append(
+                    types.Resource(
+                        name=f"blueprint_{name}",
+                        title=f"Registered blueprint: {name} (version {entry.version})",
+                        uri=f"ice://blueprints/{name}",
+                        mime_type="application/json",
+                    )
+                )
+        for name in templates:
             out.append(
                 types.Resource(
                     name=f"blueprint_{name}",
@@ -117,9 +128,13 @@ class Resources:
             return path.read_text(encoding="utf-8"), "text/markdown"
         if kind == "blueprints" and not diagram:
             path = blueprint_files(self._options.blueprints_dir).get(name)
-            if path is None:
+            if path is not None:
+                return blueprint_json(path), "application/json"
+            kept = self._orc.registry.workflows.get(name)
+            if kept is None or kept.version is None:
                 raise missing
-            return blueprint_json(path), "application/json"
+            # The current version of a blueprint registered at run time, ready to register again.
+            return json.dumps(kept.blueprint.to_dict(), indent=2, ensure_ascii=False), "application/json"
         if kind == "workflows":
             entry = self._orc.registry.workflows.get(name)
             if entry is None:

@@ -173,6 +173,8 @@ async def test_a_blueprint_registered_over_mcp_survives_a_restart(cluster: Clust
         assert answer.is_error is False, answer.content
         record = again.rpc("run.status", run_id=structured(answer)["run_id"])
         assert record["status"] == "succeeded" and record["workflow_version"] == 2
+        current = await client.read_resource("ice://blueprints/kept")
+        assert json.loads(current.contents[0].text)["description"] == "second"
     store = RunStore.in_data_dir(cluster.root / ".ice")
     try:
         assert [(v.version, v.source["description"]) for v in store.blueprint_versions("kept")] == [

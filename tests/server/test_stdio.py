@@ -204,3 +204,25 @@ def test_claude_config_has_absolute_paths() -> None:
     server = json.loads(done.stdout)["mcpServers"]["ice-mcp"]
     assert Path(server["command"]).is_absolute() and Path(server["command"]).exists()
     assert "serve" in server["args"]
+
+
+async def test_the_claude_desktop_config_never_serves_the_current_folder(tmp_path: Path) -> None:
+    """Claude Desktop may start the server in `/`: the printed config names its own workspace."""
+    import subprocess
+
+    env = {**subprocess_env(tmp_path), "HOME": str(tmp_path / "home")}
+    env.pop("ICE_MCP_WORKSPACE")
+    done = subprocess.run([sys.executable, "-m", "ice_mcp", "claude-config"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, check=True)
+    server = json.loads(done.stdout)["mcpServers"]["ice-mcp"]
+    workspace = Path(server["args"][server["args"].index("--workspace") + 1])
+    assert workspace == tmp_path / "home" / "ice-mcp-workspace" and workspace.is_dir()
+    params = StdioServerParameters(command=server["command"], args=server["args"],
+                                   env={**env, **server.get("env", {})}, cwd="/")
+    async with Client(params) as client:
+        for path in ("/etc/hostname", "etc/hostname", "../../../etc/hostname"):
+            answer = await client.call_tool("tool_file_read", {"path": path})
+            assert answer.is_error is True, (path, answer.content)
+        written = await client.call_tool("tool_file_write", {"path": "note.txt", "text": "x"})
+        assert written.is_error is False, written.content
+    assert (workspace / "note.txt").read_text() == "x" and not Path("/note.txt").exists()
