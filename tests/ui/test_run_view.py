@@ -61,6 +61,7 @@ async def test_a_run_started_over_mcp_appears_and_its_nodes_change_state_live(
     await page.wait_for_selector("pre.outputs")
     assert '"last": "c"' in await page.text_content("pre.outputs")
     await page.screenshot(path=str(tmp_path / "run-finished.png"))
+    print(f"screenshots of a run in progress and finished: {tmp_path}")
     # The list saw the run end too, without a reload.
     await page.goto(f"{server}/ui#/runs")
     await page.wait_for_selector(f'tr[data-run="{run_id}"][data-status="succeeded"]')
@@ -88,6 +89,7 @@ async def test_clicking_a_failed_node_shows_its_error_and_root_cause(page: Any, 
     assert "disk_on_fire" in error and "disk on fire at item 2" in error
     assert '"item": 2' in await page.text_content("pre.inputs")  # the inputs as the node received them
     await page.screenshot(path=str(tmp_path / "run-failed.png"))
+    print(f"screenshot of a failed run: {tmp_path / 'run-failed.png'}")
     # Another item succeeded: pick it in the loop's selector.
     await page.select_option('select[aria-label="iteration of each"]', "1")
     await page.wait_for_selector('[data-node="each[1].check"][data-state="succeeded"]')

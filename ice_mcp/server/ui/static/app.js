@@ -415,7 +415,7 @@ async function runView(runId, signal) {
     if (dag) dag.apply(batch);
     const now = Date.now() / 1000;
     for (const event of batch) {
-      if (event.ts) stats.lags.push(now - event.ts);
+      if (event.ts && !event.backlog) stats.lags.push(now - event.ts);
       if (event.type === 'run_finished') reload();
       if (selected && event.node_id === selected && event.type !== 'node_started') refreshSelected = true;
     }
@@ -430,8 +430,10 @@ async function runView(runId, signal) {
     }
     if (refreshSelected) { refreshSelected = false; showNode(selected); }
   };
+  let backlog = true;  // the first message holds the events before the page looked: not counted as lag
   follow(`/ui/api/runs/${encodeURIComponent(runId)}/events`, (message) => {
     const events = message.events || [];
+    if (backlog) { events.forEach((event) => { event.backlog = true; }); backlog = false; }
     if (!events.length) return;
     pending.push(...events);
     if (!frame) frame = requestAnimationFrame(flush);

@@ -116,6 +116,7 @@ export class DagView {
     this.els = new Map();          // full node id -> element drawn now
     this.selects = new Map();      // full container id -> its iteration <select>
     this.selected = null;
+    this.following = null;
     this.scale = 1; this.tx = 0; this.ty = 0;
     this.viewport = el('div', 'dag');
     this.canvas = el('div', 'dag-canvas');
@@ -357,11 +358,17 @@ export class DagView {
         if (state === 'failed' && !(this.firstFailed.get(container) <= iteration)) this.firstFailed.set(container, iteration);
       }
     }
+    let follow = false;
     for (const container of containers) {
       const badge = this.canvas.querySelector(`[data-iterations="${CSS.escape(container)}"]`);
       const node = this.els.get(container);
       if (badge && node) badge.textContent = this.iterationText(container, this.nodeAt(container));
       this.fillPicker(container);
+      // An open loop follows its newest item unless the user picked one (or an item failed).
+      if (this.open.has(container) && this.selects.has(container) && !this.choice.has(container)) follow = true;
+    }
+    if (follow && !this.following) {
+      this.following = setTimeout(() => { this.following = null; this.redraw(); }, 250);  // at most 4 redraws a second
     }
     return changed;
   }
