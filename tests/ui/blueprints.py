@@ -51,6 +51,15 @@ BLUEPRINTS: list[dict[str, Any]] = [
                               "loud": "{{ inputs.loud }}", "style": "{{ inputs.style }}"}}],
      "outputs": {"text": "{{ greet.text }}"}},
     layered("big", 20, 50, 0.0),
+    {"name": "inner", "description": "Says hi.", "inputs": {"type": "object", "properties": {"who": {"type": "string"}}},
+     "nodes": [hold("hi", 0.05)]},
+    {"name": "containers", "description": "One of each container.", "nodes": [
+        hold("start", 0.05),
+        {"id": "both", "type": "parallel", "dependencies": ["start"],
+         "branches": [[hold("left", 0.05)], [hold("right", 0.05), hold("after_right", 0.05, "right")]]},
+        {"id": "call", "type": "workflow", "workflow_ref": "inner", "inputs": {"who": "{{ start.label }}"}},
+        {"id": "again", "type": "recursive", "max_iterations": 2, "convergence_condition": "iteration >= 2",
+         "body": [hold("step", 0.05)]}]},
 ]
 
 

@@ -95,6 +95,19 @@ async def test_clicking_a_failed_node_shows_its_error_and_root_cause(page: Any, 
     await page.wait_for_selector('[data-node="each[1].check"][data-state="succeeded"]')
 
 
+async def test_every_kind_of_container_opens_to_show_its_inside(page: Any, server: str) -> None:
+    run = await call_workflow(server, "containers")
+    assert run["status"] == "succeeded"
+    await open_run(page, server, run["run_id"])
+    await page.wait_for_selector('[data-node="again"][data-state="succeeded"]')
+    await page.click("text=Open all")
+    for node in ("both[0].left", "both[1].right", "both[1].after_right", "call.hi", "again[2].step"):
+        await page.wait_for_selector(f'[data-node="{node}"][data-state="succeeded"]')
+    assert await page.input_value('select[aria-label="iteration of again"]') == "2"
+    await page.click("text=Close all")
+    assert await page.locator('[data-node="call.hi"]').count() == 0
+
+
 async def test_cancel_needs_the_admin_token(page: Any, server: str) -> None:
     run = await call_workflow(server, "long")
     assert run["status"] == "running"

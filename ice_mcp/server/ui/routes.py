@@ -100,6 +100,8 @@ class RunsFeed:
 
     def subscribe(self) -> asyncio.Queue[list[dict[str, Any]]]:
         queue: asyncio.Queue[list[dict[str, Any]]] = asyncio.Queue(maxsize=64)
+        if self.rows:  # what changed between the page's first read and now is in here
+            queue.put_nowait(list(self.rows.values()))
         self.listeners.add(queue)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="ice_mcp-ui-runs")
@@ -371,10 +373,12 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
     async def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         record = record_of(run_id)
-        graph = await asyncio.to_thread(views.run_graph, run_id)
         handle = orc.get_handle(run_id)
-        return _json({"run": run_detail(record), "graph": graph,
-                      "here": handle is not None and not handle.done})
+        here = handle is not None and not handle.done
+        # A finished record no longer changes: its (maybe large) outputs are formatted off the event loop.
+        detail = run_detail(record) if here else await asyncio.to_thread(run_detail, record)
+        graph = await asyncio.to_thread(views.run_graph, run_id)
+        return _json({"run": detail, "graph": graph, "here": here})
 
     async def run_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
