@@ -3,8 +3,11 @@ rendered again inside loops, branches, sub-workflows and recursion, root causes,
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
+
+import httpx2
 
 from ice_mcp import Orchestrator
 from ice_mcp.blueprint.models import Blueprint
@@ -127,3 +130,25 @@ def test_a_blueprint_that_does_not_compile_here_is_still_drawn() -> None:
     nodes = {node["id"]: node for node in graph["nodes"]}
     assert nodes["use"]["deps"] == ["fetch"] and nodes["each"]["deps"] == ["use"]
     assert nodes["each"]["scopes"][0]["nodes"][0]["id"] == "inner"
+
+
+async def test_a_closed_event_stream_leaves_no_listener_behind(orc: Orchestrator) -> None:
+    from mcp_helpers import http_server, make_options
+
+    orc.register_blueprint({"name": "nap", "nodes": [{"id": "z", "type": "tool", "tool_name": "sleep",
+                                                      "tool_args": {"seconds": 30}}]})
+    handle = await orc.start("nap", {})
+    before = len(handle.events.listeners)
+    async with http_server(orc, make_options()) as url, httpx2.AsyncClient(timeout=10) as http:
+        for _ in range(3):
+            async with http.stream("GET", f"{url}/ui/api/runs/{handle.run_id}/events") as stream:
+                lines = stream.aiter_lines()
+                assert (await anext(lines)).startswith("data: ")
+                assert len(handle.events.listeners) == before + 1
+        for _ in range(100):  # the server notices the disconnect on its next receive
+            if len(handle.events.listeners) == before:
+                break
+            await asyncio.sleep(0.02)
+        assert len(handle.events.listeners) == before
+    handle.cancel()
+    await handle.wait()

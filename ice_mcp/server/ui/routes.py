@@ -493,7 +493,12 @@ def _batch(events: list[dict[str, Any]], last_seq: int) -> bytes:
 async def _live_events(handle: Any, after: int) -> AsyncIterator[bytes]:
     """A run of this process: its events so far, then each as it happens (a listener on its log)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    handle.events.listeners.append(queue.put_nowait)
+
+    def listener(event: Any) -> None:
+        if event.type in STREAMED:  # chatty node_event traffic never piles up behind a slow page
+            queue.put_nowait(event)
+
+    handle.events.listeners.append(listener)
     try:
         backlog = handle.events.events[after + 1:]  # taken in the same loop step the listener starts
         last = backlog[-1].seq if backlog else after
@@ -517,7 +522,7 @@ async def _live_events(handle: Any, after: int) -> AsyncIterator[bytes]:
         yield b"event: end\ndata: {}\n\n"
     finally:
         with contextlib.suppress(ValueError):
-            handle.events.listeners.remove(queue.put_nowait)
+            handle.events.listeners.remove(listener)
 
 
 async def _tailed_events(orc: Any, run_id: str, after: int) -> AsyncIterator[bytes]:
