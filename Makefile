@@ -21,6 +21,7 @@ setup: $(STAMP)
 test-setup: setup
 	bash scripts/setup_llm.sh
 	bash scripts/setup_mcp.sh
+	bash scripts/setup_ui.sh
 
 run: setup
 	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --log-level info

@@ -1,4 +1,4 @@
-"""`ice-mcp serve` and `ice-mcp claude-config`."""
+"""`ice-mcp serve`, `ice-mcp ui` and `ice-mcp claude-config`."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_serve_commands(subparsers: Any) -> None:
-    """Add `serve` and `claude-config` to the main CLI's subparsers (each sets `handler`)."""
+    """Add `serve`, `ui` and `claude-config` to the main CLI's subparsers (each sets `handler`)."""
     serve = subparsers.add_parser("serve", help="run the MCP server (stdio, or --http)")
     add_serve_arguments(serve)
     serve.set_defaults(handler=run_serve)
@@ -91,6 +91,9 @@ def add_serve_commands(subparsers: Any) -> None:
     config.add_argument("--workspace", type=Path,
                         help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
     config.set_defaults(handler=run_claude_config)
+    from ice_mcp.server.ui.viewer import add_ui_command
+
+    add_ui_command(subparsers)
 
 
 def _options(args: argparse.Namespace) -> ServerOptions:
@@ -205,6 +208,7 @@ def announce(host: str, port: int, workflows: list[str]) -> None:
     url_host = f"[{host}]" if ":" in host else host
     lines = [
         f"ice_mcp: MCP over Streamable HTTP at http://{url_host}:{port}/mcp (JSON-RPC at /rpc, health at /healthz)",
+        f"ice_mcp: run view in a browser at http://{url_host}:{port}/ui",
         f"ice_mcp: {len(workflows)} workflow(s): {', '.join(workflows) or '(none)'}",
         "ice_mcp: for Claude Desktop (stdio), add this to claude_desktop_config.json:",
         json.dumps(claude_config(), indent=2),

@@ -1,4 +1,4 @@
-"""The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/healthz`."""
+"""The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/ui` (the run view), `/healthz`."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from ice_mcp.server.edges import valid_host, valid_origin
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
 from ice_mcp.server.sessions import LimitedSessionManager, SessionEndpoint
+from ice_mcp.server.ui import UiConfig, ui_routes
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-PROTECTED = ("/mcp", "/rpc")
+PROTECTED = ("/mcp", "/rpc", "/ui/api")  # the /ui page and its assets hold no data: a browser loads them unasked
 
 
 def security_settings(
@@ -197,6 +198,7 @@ def create_http_app(
             Route("/mcp", SessionEndpoint(manager, token_configured=bool(token))),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            *ui_routes(orc, _ui_config(server, options), security),
         ],
         lifespan=lambda _app: manager.run(),
     )
@@ -204,3 +206,14 @@ def create_http_app(
     app.state.ice_server = server
     app.state.session_manager = manager
     return app
+
+
+def _ui_config(server: Any, options: ServerOptions) -> UiConfig:
+    """The page may start what `/mcp` may run (read-only: only read-only workflows)."""
+    calls = server.ice_calls
+
+    def startable(name: str) -> bool:
+        tool = calls.catalogue.resolve(f"workflow:{name}")
+        return tool is not None and calls.refusal(tool) is None
+
+    return UiConfig(admin_token=options.admin_token, read_only=options.read_only, startable=startable)

@@ -1,0 +1,159 @@
+"""What the run view shows, shaped from run records and events: summaries, slim events, node details."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+TEXT_LIMIT = 200_000  # characters of one output or input shown; the rest is cut with a note
+ERROR_TEXT_LIMIT = 2_000
+NODE_EVENTS = ("node_started", "node_retrying", "node_succeeded", "node_failed", "node_skipped",
+               "node_cancelled", "node_waiting", "node_answered")
+STREAMED = frozenset({*NODE_EVENTS, "run_started", "run_resumed", "run_finished"})
+_SLIM_DATA = ("duration_ms", "cost_usd", "tokens", "delay_seconds", "status", "workflow")
+
+
+def json_text(value: Any, limit: int = TEXT_LIMIT) -> str:
+    """`value` as indented JSON text for a <pre>, cut at `limit` characters."""
+    try:
+        text = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # integers beyond 64 bits
+        text = json.dumps(value, default=str, indent=2)
+    if len(text) > limit:
+        return text[:limit] + f"\n… ({len(text) - limit:,} more characters not shown)"
+    return text
+
+
+def _short(text: Any, limit: int = ERROR_TEXT_LIMIT) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def short_error(error: Any) -> dict[str, Any] | None:
+    """An error's code and message, cut to a readable length."""
+    if not isinstance(error, Mapping):
+        return None if error is None else {"code": "error", "message": _short(error)}
+    return {"code": str(error.get("code", "error")), "message": _short(error.get("message", ""))}
+
+
+def root_cause(error: Any) -> dict[str, Any] | None:
+    """The failure at the bottom of nested `node_failed` errors, and the path of nodes down to it."""
+    if not isinstance(error, Mapping):
+        return None
+    path: list[str] = []
+    cause: Any = error
+    for _ in range(64):
+        details = cause.get("details") if isinstance(cause, Mapping) else None
+        if not (isinstance(cause, Mapping) and cause.get("code") == "node_failed" and isinstance(details, Mapping)):
+            break
+        if isinstance(details.get("path"), list) and details.get("cause") is not None:
+            path += [str(p) for p in details["path"] if not path or str(p) != path[-1]]
+            cause = details["cause"]
+        else:
+            path.append(str(details.get("node_id")))
+            cause = details.get("error") or {}
+    if not path:
+        return None
+    return {"path": path, **(short_error(cause) or {})}
+
+
+def run_summary(record: Any) -> dict[str, Any]:
+    """One row of the runs list."""
+    return {
+        "run_id": record.run_id,
+        "workflow": record.workflow,
+        "version": record.workflow_version,
+        "status": record.status,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "duration_ms": None if record.duration_ms is None else round(record.duration_ms, 1),
+        "cost_usd": record.cost_usd,
+        "tokens": record.usage.total,
+        "error": short_error(record.error),
+        "retry_of": record.retry_of,
+    }
+
+
+def run_detail(record: Any) -> dict[str, Any]:
+    """The run as its page header and summary panel show it. `node_states`: the record's top-level
+    node states, for nodes a retry reused (they have no events in the new run)."""
+    return {
+        **run_summary(record),
+        "inputs": json_text(record.inputs),
+        "outputs": None if record.outputs is None else json_text(record.outputs),
+        "root_cause": root_cause(record.error),
+        "node_states": {node_id: node.status for node_id, node in record.nodes.items() if node.status != "pending"},
+    }
+
+
+def reused_node(node: Any, retry_of: str | None) -> dict[str, Any]:
+    """A node's detail from the run record alone (a node a retry reused from the run it retries)."""
+    return {"status": node.status, "duration_ms": node.duration_ms, "cost_usd": node.cost_usd,
+            "tokens": node.usage.as_dict(), "output": None if node.output is None else json_text(node.output),
+            "error": None if node.error is None else json_text(node.error, ERROR_TEXT_LIMIT * 10),
+            "root_cause": root_cause(node.error) or short_error(node.error),
+            "reused_from": retry_of}
+
+
+def slim_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An event as the page needs it live: no outputs (a click fetches them), short errors."""
+    slim: dict[str, Any] = {"seq": event["seq"], "type": event["type"], "ts": event["ts"]}
+    if event.get("node_id") is not None:
+        slim["node_id"] = event["node_id"]
+    if event.get("attempt") is not None:
+        slim["attempt"] = event["attempt"]
+    data = event.get("data") or {}
+    if "type" in data:
+        slim["node_type"] = data["type"]
+    for key in _SLIM_DATA:
+        if key in data:
+            slim[key] = data[key]
+    if data.get("error") is not None:
+        slim["error"] = short_error(data["error"])
+    return slim
+
+
+def node_detail(node_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the events say about one node: state, attempts, cost, output, error and root cause."""
+    detail: dict[str, Any] = {"node_id": node_id, "status": "pending", "attempts": [], "duration_ms": None,
+                              "cost_usd": None, "tokens": None, "output": None, "error": None, "root_cause": None}
+    attempts: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if event.get("node_id") != node_id or event["type"] not in NODE_EVENTS:
+            continue
+        kind, data, number = event["type"], event.get("data") or {}, event.get("attempt")
+        if number is not None:
+            attempt = attempts.setdefault(number, {"attempt": number, "started_at": None, "outcome": "running"})
+        if kind == "node_started":
+            detail["status"] = "running"
+            if number is not None:
+                attempt["started_at"] = event["ts"]
+        elif kind == "node_retrying":
+            detail["status"] = "retrying"
+            if number is not None:
+                attempt.update(outcome="retried", error=short_error(data.get("error")),
+                               delay_seconds=data.get("delay_seconds"))
+                attempts.setdefault(number + 1, {"attempt": number + 1, "started_at": None, "outcome": "running"})
+        elif kind in ("node_succeeded", "node_failed"):
+            detail["status"] = "succeeded" if kind == "node_succeeded" else "failed"
+            detail["type"] = data.get("type")
+            detail["duration_ms"] = data.get("duration_ms")
+            detail["cost_usd"] = data.get("cost_usd")
+            detail["tokens"] = data.get("usage") or data.get("tokens")
+            if kind == "node_succeeded":
+                detail["output"] = json_text(data.get("output"))
+            else:
+                detail["error"] = json_text(data.get("error"), ERROR_TEXT_LIMIT * 10)
+                detail["root_cause"] = root_cause(data.get("error")) or short_error(data.get("error"))
+            if number is not None:
+                attempt["outcome"] = detail["status"]
+        elif kind in ("node_skipped", "node_cancelled", "node_waiting", "node_answered"):
+            detail["status"] = {"node_skipped": "skipped", "node_cancelled": "cancelled",
+                                "node_waiting": "waiting", "node_answered": "running"}[kind]
+            if kind == "node_waiting":
+                detail["question"] = _short(data.get("question", ""))
+    detail["attempts"] = [attempts[n] for n in sorted(attempts)]
+    return detail
