@@ -24,7 +24,7 @@ from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.filters import ignore_case, make_attrgetter, make_multi_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure, TemplateCompileError
 
 MAX_SOURCE_CHARS = 64 * 1024
 MAX_OUTPUT_CHARS = 1024 * 1024
@@ -50,14 +50,6 @@ class TemplateFailure(NodeFailure):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         details = {"template": source[:200]} if source else None
         super().__init__(message, code="template_error", retryable=False, details=details)
-
-
-class TemplateCompileError(ValueError):
-    """A template or expression that cannot be compiled; `code` is the validation code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # --- sizes: predicted from operands, before anything is built -------------------------------
@@ -572,9 +564,13 @@ class Scope:
 
 
 class Compiled:
-    """A blueprint value compiled once: `render(scope)` gives its value for one run."""
+    """A blueprint value compiled once: `render(scope)` gives its value for one run.
+
+    `names` are the names it reads; `input_keys` the keys of `inputs` it reads by name.
+    """
 
     names: frozenset[str] = frozenset()
+    input_keys: frozenset[str] = frozenset()
 
     def render(self, scope: Scope) -> Any:
         raise NotImplementedError
@@ -614,6 +610,7 @@ class Expression(Compiled):
     source: str
     function: Any
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
 
     def render(self, scope: Scope) -> Any:
         with _render_errors(f"expression {self.source!r}", self.source), _budgeted():
@@ -649,6 +646,7 @@ class Text(Compiled):
     source: str
     template: Any
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
 
     def render(self, scope: Scope) -> Any:
         with _render_errors("template", self.source), _budgeted():
@@ -656,9 +654,41 @@ class Text(Compiled):
 
 
 @dataclass(slots=True)
+class PathText(Compiled):
+    """Text whose every `{{ }}` is a plain path (`{{ inputs.x }}-{{ a.b[0] }}`): rendered as Jinja would
+    (a missing value as nothing, anything else as `str()`), without a Jinja template."""
+
+    source: str
+    pieces: tuple[str | PathExpression, ...]
+    names: frozenset[str]
+
+    @property
+    def input_keys(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset().union(*(p.input_keys for p in self.pieces if not isinstance(p, str)))
+
+    def render(self, scope: Scope) -> Any:
+        values: list[Any] = []
+        size = 0
+        with _render_errors("template", self.source):
+            for piece in self.pieces:
+                value = piece if isinstance(piece, str) else piece.resolve(scope)
+                if value is _MISSING:
+                    continue
+                size += _text_size(value, MAX_OUTPUT_CHARS - size + 1)
+                if size > MAX_OUTPUT_CHARS:
+                    raise SecurityError(f"template output longer than {MAX_OUTPUT_CHARS} characters")
+                values.append(value)
+            return "".join(value if type(value) is str else str(value) for value in values)
+
+
+@dataclass(slots=True)
 class MappingValue(Compiled):
     items: dict[str, Compiled]
     names: frozenset[str]
+
+    @property
+    def input_keys(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset().union(*(v.input_keys for v in self.items.values()))
 
     def render(self, scope: Scope) -> Any:
         return {key: value.render(scope) for key, value in self.items.items()}
@@ -668,6 +698,10 @@ class MappingValue(Compiled):
 class SequenceValue(Compiled):
     items: list[Compiled]
     names: frozenset[str]
+
+    @property
+    def input_keys(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset().union(*(v.input_keys for v in self.items))
 
     def render(self, scope: Scope) -> Any:
         return [value.render(scope) for value in self.items]
@@ -729,6 +763,71 @@ def _free_names(tree: nodes.Template) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(tree)) - RESERVED_NAMES
 
 
+def _input_keys(tree: nodes.Node) -> frozenset[str]:
+    """Keys read from `inputs` by name (`inputs.x`, `inputs['x']`) anywhere in a parsed template."""
+    keys: set[str] = set()
+    called = {id(call.node) for call in tree.find_all(nodes.Call)}  # `inputs.get(...)` is a method, not a key
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        if id(node) in called:
+            continue
+        if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name) and node.node.name == "inputs":
+            keys.add(node.attr)
+        elif isinstance(node, nodes.Getitem) and isinstance(node.node, nodes.Name) and node.node.name == "inputs" \
+                and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            keys.add(node.arg.value)
+    return frozenset(keys)
+
+
+_MISSING = object()  # a path that leads nowhere (a text template renders it as nothing)
+# Words the expression parser reads as constants or operators, never as names.
+_KEYWORDS = frozenset({"and", "or", "not", "in", "is", "if", "else", "true", "false", "none", "True", "False",
+                       "None", "recursive", "with", "without", "context", "import", "as", "from", "ignore",
+                       "missing", "scoped", "required", "pluck"})
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_PLAIN_PATH = re.compile(rf"\s*({_IDENTIFIER})((?:\.{_IDENTIFIER}|\[(?:0|[1-9][0-9]{{0,17}})\]"
+                         rf"|\['[^'\\]*'\]|\[\"[^\"\\]*\"\])*)\s*")
+_PATH_STEP = re.compile(rf"\.({_IDENTIFIER})|\[(?:([0-9]+)|'([^']*)'|\"([^\"]*)\")\]")
+_TAG = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+
+
+def _plain_path(source: str) -> PathExpression | None:
+    """`a.b[0]['c']` read straight from the text, as the parser would read it; None for anything else."""
+    match = _PLAIN_PATH.fullmatch(source)
+    if match is None or len(source) > MAX_SOURCE_CHARS:
+        return None
+    root = match[1]
+    keys: list[str | int] = []
+    for step in _PATH_STEP.finditer(match[2]):
+        attribute, index, single, double = step.groups()
+        keys.append(int(index) if index is not None else attribute or single or double or "")
+        if attribute in _KEYWORDS:
+            return None
+    if root in _KEYWORDS or root in RESERVED_NAMES or len(keys) + 3 > MAX_TREE_DEPTH:
+        return None
+    input_keys = frozenset({keys[0]}) if root == "inputs" and keys and isinstance(keys[0], str) else frozenset()
+    return PathExpression(source, None, frozenset({root}), input_keys, root, tuple(keys))
+
+
+def _path_text(source: str) -> PathText | None:
+    """Text whose every `{{ }}` holds a plain path, as a PathText; None when any does not."""
+    if "{%" in source or "{#" in source:
+        return None
+    parts = _TAG.split(source)
+    pieces: list[str | PathExpression] = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            if "{{" in part:
+                return None
+            if part:
+                pieces.append(part)
+            continue
+        path = _plain_path(part)
+        if path is None:
+            return None
+        pieces.append(path)
+    return PathText(source, tuple(pieces), frozenset().union(*(p.names for p in pieces if not isinstance(p, str))))
+
+
 @dataclass(slots=True)
 class PathExpression(Expression):
     """`a.b[0].c`: a name and constant keys, looked up without building a Jinja context.
@@ -740,24 +839,31 @@ class PathExpression(Expression):
     root: str = ""
     keys: tuple[str | int, ...] = ()
 
-    def render(self, scope: Scope) -> Any:
+    def resolve(self, scope: Scope) -> Any:
+        """The value at the path, or _MISSING when the path leads nowhere."""
         try:
             value = scope.lookup(self.root)
         except KeyError:
-            return None
+            return _MISSING
         for key in self.keys:
             if type(value) is dict and key in value:
                 value = value[key]
             elif type(value) is list and type(key) is int:
-                value = value[key] if -len(value) <= key < len(value) else None
+                value = value[key] if -len(value) <= key < len(value) else _MISSING
             elif value is None:
-                return None
+                return _MISSING
             else:
                 with _render_errors(f"expression {self.source!r}", self.source):
                     value = ENV.getattr(value, key) if isinstance(key, str) else ENV.getitem(value, key)
                 if isinstance(value, ChainableUndefined):
-                    return None
-        return _check_passed_value(value, self.source)
+                    return _MISSING
+            if value is _MISSING:
+                return value
+        return value
+
+    def render(self, scope: Scope) -> Any:
+        value = self.resolve(scope)
+        return None if value is _MISSING else _check_passed_value(value, self.source)
 
 
 def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
@@ -780,20 +886,34 @@ def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
 @functools.lru_cache(maxsize=4096)
 def compile_expression(source: str) -> Expression:
     """A bare expression (conditions, convergence); raises TemplateCompileError."""
+    plain = _plain_path(source)
+    if plain is not None:
+        return plain
     tree = _parse("{{ " + source + " }}", "expression_syntax")
     _only_expressions(tree, "expression_syntax")
     output = tree.body[0] if len(tree.body) == 1 else None
     if isinstance(output, nodes.Output) and len(output.nodes) == 1:
         path = _path_of(output.nodes[0])
         if path is not None and path[0] not in RESERVED_NAMES:
-            return PathExpression(source, None, _free_names(tree), path[0], path[1])
+            return PathExpression(source, None, _free_names(tree), _input_keys(tree), path[0], path[1])
     try:
         function = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateError as exc:
         raise TemplateCompileError("expression_syntax", str(exc)) from exc
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise TemplateCompileError("expression_syntax", "nested too deeply") from exc
-    return Expression(source, function, _free_names(tree))
+    return Expression(source, function, _free_names(tree), _input_keys(tree))
+
+
+def is_constant(value: Any) -> bool:
+    """True when `value` holds no template anywhere (compile_value would give a Constant)."""
+    if isinstance(value, str):
+        return "{{" not in value and "{%" not in value and "{#" not in value
+    if isinstance(value, Mapping):
+        return all(is_constant(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(is_constant(v) for v in value)
+    return True
 
 
 def compile_value(value: Any) -> Compiled:
@@ -824,13 +944,16 @@ def _compile_string(value: str) -> Compiled:
             return compile_expression(lone["expr"].strip())
         except TemplateCompileError as exc:
             raise TemplateCompileError("template_syntax", str(exc)) from exc
+    fast = _path_text(value) if len(value) <= MAX_SOURCE_CHARS else None
+    if fast is not None:
+        return fast
     tree = _parse(value, "template_syntax")
     _only_expressions(tree, "template_syntax")
     try:
         template = ENV.from_string(tree)
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise TemplateCompileError("template_syntax", "nested too deeply") from exc
-    return Text(value, template, _free_names(tree))
+    return Text(value, template, _free_names(tree), _input_keys(tree))
 
 
 def render_text(source: str, data: Mapping[str, Any]) -> Any:

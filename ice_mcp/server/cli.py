@@ -17,8 +17,11 @@ from typing import Any
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
+from ice_mcp.orchestrator import Orchestrator, import_tool_modules
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 logger = logging.getLogger("ice_mcp.server")
 
@@ -102,17 +105,16 @@ def _options(args: argparse.Namespace) -> ServerOptions:
     return options
 
 
-def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
-    from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-    from ice_mcp.services import Settings
-
+def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
-    orc = Orchestrator(settings=settings)
+    orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     if args.conformance_fixtures:
-        from ice_mcp.server.fixtures import Fixtures
+        from ice_mcp.server.fixtures import (
+            Fixtures,  # test fixtures, only for the conformance suite
+        )
 
         options.fixtures = Fixtures(orc)
         options.bare_names = frozenset(options.fixtures.register())
@@ -129,7 +131,7 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
 async def _serve(args: argparse.Namespace) -> None:
     options = _options(args)
     if not args.http:
-        from ice_mcp.server.stdio import serve_stdio
+        from ice_mcp.server.stdio import serve_stdio  # the MCP SDK: only `serve` loads it
 
         orc = build_orchestrator(args, options)
         try:
@@ -139,7 +141,9 @@ async def _serve(args: argparse.Namespace) -> None:
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:
-        from ice_mcp.server.web import create_http_app
+        from ice_mcp.server.web import (
+            create_http_app,  # the MCP SDK, Starlette: only `serve` loads them
+        )
 
         orc = build_orchestrator(args, options)
         try:

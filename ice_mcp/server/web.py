@@ -14,7 +14,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ice_mcp.orchestrator import CURRENT_CALLER
 from ice_mcp.server.access import caller_id, read_authorization, same_secret
 from ice_mcp.server.app import build_server
 from ice_mcp.server.edges import valid_host, valid_origin
@@ -173,8 +172,7 @@ def create_http_app(
             return JSONResponse(
                 error_body(INVALID_REQUEST, "Request body too large"), status_code=413
             )
-        CURRENT_CALLER.set(caller_id(request))  # this request's own context: budgets per caller
-        response = await handle_rpc(body, methods)
+        response = await handle_rpc(body, methods, caller_id(request))  # budgets are per caller
         if response is None:
             return Response(status_code=204)
         return Response(json.dumps(response, default=str), media_type="application/json")
