@@ -46,7 +46,6 @@ from ice_mcp.tools.registry import Registry
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
-IDEMPOTENCY_KEY_SECONDS = 24 * 3600.0  # a retried call attaches to its run for a day
 MAX_IDEMPOTENCY_KEYS = 10_000
 T = TypeVar("T")
 
@@ -54,7 +53,7 @@ T = TypeVar("T")
 class ExpiringKeys(Generic[T]):
     """Idempotency keys and what they lead to, each for `ttl` seconds, the oldest dropped past `limit`."""
 
-    def __init__(self, ttl: float = IDEMPOTENCY_KEY_SECONDS, limit: int = MAX_IDEMPOTENCY_KEYS,
+    def __init__(self, ttl: float, limit: int = MAX_IDEMPOTENCY_KEYS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.limit, self.clock = ttl, limit, clock
         self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
@@ -173,9 +172,10 @@ class Orchestrator:
         self.metrics = Metrics()
         self.runner = Runner()
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
-        self._keys: ExpiringKeys[str] = ExpiringKeys()
-        self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(limit=RECENT_RUNS)
-        self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys()
+        ttl = self.settings.idempotency_key_seconds
+        self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
+        self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
+        self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
         self._plans = _PlanCache()
         self._agent_plans: dict[str, Plan] = {}
         self.registry.subscribe(self._registry_changed)
@@ -419,14 +419,19 @@ class Orchestrator:
             del self._handles[oldest_id]
 
     def _by_key(self, key: str) -> RunHandle | None:
-        run_id = self._keys.get(key) or (self.store.by_idempotency_key(key) if self.store else None)
+        """The run an unexpired idempotency key started: here, or (kept in the store) by any server."""
+        run_id = self._keys.get(key)
+        stored = None
+        if run_id is None and self.store is not None:
+            stored_id = self.store.by_idempotency_key(key)
+            stored = self.store.run(stored_id) if stored_id is not None else None
+            if stored is None or time.time() - (stored.record.started_at or 0) > self._keys.ttl:
+                return None  # no such key, or it expired: a new run
+            run_id = stored_id
         if run_id is None:
             return None
         handle = self._handles.get(run_id)
-        if handle is None and self.store is not None:
-            stored = self.store.run(run_id)
-            if stored is None or time.time() - (stored.record.started_at or 0) > self._keys.ttl:
-                return None  # the key expired: a new run
+        if handle is None and stored is not None:
             if stored.record.status == "running" and self._adopt(run_id, stored.owner):
                 return self._handles.get(run_id)  # its server died: the same key resumes the same run
             handle = RunHandle(stored.record, EventLog(run_id), None)
@@ -609,7 +614,7 @@ class Orchestrator:
             raise
 
     def get_network(self, network_id: str) -> NetworkHandle | None:
-        """A network run started here (kept a day, the latest 512)."""
+        """A network run started here (kept as long as idempotency keys, at least an hour; the latest 512)."""
         return self._networks.get(network_id) if network_id.startswith(NETWORK_ID_PREFIX) else None
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ class Settings:
     allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
     egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
     lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
+    idempotency_key_seconds: float = 24 * 3600.0  # a call retried with the same key attaches to its run this long
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -56,6 +57,8 @@ class Settings:
             values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
         if env.get("ICE_MCP_LEASE_SECONDS"):
             values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
+        if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
+            values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})
