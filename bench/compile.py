@@ -1,7 +1,7 @@
 """Compile cost per node of fresh 1,000-node chains, and `run(blueprint)` of a blueprint already compiled.
 
 Shapes: constant tool arguments, plain paths inside text (`{{ inputs.x }}-{{ n0.value }}`), a plain
-path with a constant suffix (`{{ inputs.x }}-7`), and expressions with filters (`{{ n0.value | upper }}`);
+path with a constant suffix (`{{ inputs.x }}-7`), and expressions with filters (`{{ n0.value | default('x1') | upper }}`);
 every template text is new to the process, so no compile cache helps.
 Run: `PYTHONPATH=. .venv/bin/python bench/compile.py [--repeat N]`.
 """
@@ -38,7 +38,8 @@ SHAPES: dict[str, Callable[[int, str], Any]] = {
     "constant arguments": lambda i, x: {"a": 1, "b": [1, 2, x]},
     "paths inside text": lambda i, x: f"{{{{ inputs.{x} }}}}-{{{{ n{i - 1}.value }}}}" if i else f"{{{{ inputs.{x} }}}}",
     "path + constant text": lambda i, x: f"{{{{ inputs.{x} }}}}-{i}",
-    "filters": lambda i, x: f"{{{{ n{i - 1}.value | upper }}}}" if i else f"{{{{ inputs.{x} | upper }}}}",
+    "filters": lambda i, x: (f"{{{{ n{i - 1}.value | default('{x}') | upper }}}}" if i
+                             else f"{{{{ inputs.{x} | upper }}}}"),
 }
 
 

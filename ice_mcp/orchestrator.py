@@ -219,7 +219,7 @@ class Orchestrator:
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
         and comes back when a server starts on the same data folder.
         """
-        plan = source if isinstance(source, Plan) else self.compile(source)
+        plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
         if origin == "runtime" and version is None and self.store is not None:
             version = self._store_version(plan)
         plan.version = version

@@ -59,6 +59,8 @@ def _all_nodes(nodes: list[Any]) -> list[Any]:
     found: list[Any] = []
     for node in nodes:
         found.append(node)
+        if not getattr(node, "subgraph_fields", ()):
+            continue  # most nodes have no sub-graph: skip pydantic's slow lookup of missing attributes
         for body in (getattr(node, "body", None), *(getattr(node, "branches", None) or [])):
             if isinstance(body, list):
                 found.extend(_all_nodes(body))

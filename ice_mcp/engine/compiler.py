@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
+from ice_mcp.blueprint.issues import FREE, CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.loading import Unparsed
 from ice_mcp.blueprint.models import (
     Blueprint,
@@ -45,6 +45,25 @@ class ScopeResult:
     estimate: CostEstimate
 
 
+def _acyclic(deps: Mapping[str, tuple[str, ...]]) -> bool:
+    """Kahn's algorithm: True when every node can be ordered after its dependencies."""
+    waiting = {node: len(node_deps) for node, node_deps in deps.items()}
+    dependents: dict[str, list[str]] = {}
+    for node, node_deps in deps.items():
+        for dep in node_deps:
+            dependents.setdefault(dep, []).append(node)
+    ready = [node for node, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        node = ready.pop()
+        done += 1
+        for dependent in dependents.get(node, ()):
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    return done == len(waiting)
+
+
 def declared_properties(schema: Any) -> Mapping[str, Any] | None:
     """The properties an inputs schema allows, or None when it allows others too (or cannot say)."""
     if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
@@ -68,6 +87,7 @@ class Compiler:
         self.warnings: list[ValidationIssue] = []
         self.left_out = 0
         self.declared_inputs: Mapping[str, Any] | None = None  # set when the blueprint lists its inputs
+        self.templates: Mapping[str, Compiled] = {}  # the compiled fields of the node being checked
 
     def issue(self, code: str, message: str, node_id: str | None = None, field: str | None = None,
               suggestion: str | None = None) -> None:
@@ -147,9 +167,9 @@ class Compiler:
             self.issue("duplicate_id", f"node id {var!r} hides the variable of the same name", var, "id")
         visible = outer | local_vars | local_ids
 
-        gates: dict[str, list[tuple[str, bool]]] = {i: [] for i in ids}
+        gates: dict[str, list[tuple[str, bool]]] = {}  # only gated nodes have an entry
         for spec in specs:
-            if isinstance(spec, ConditionNode):
+            if spec.type == "condition" and isinstance(spec, ConditionNode):
                 for field, branch in (("true_path", True), ("false_path", False)):
                     for target in getattr(spec, field):
                         if target not in local_ids:
@@ -158,12 +178,12 @@ class Compiler:
                         elif target == spec.id:
                             self.issue("cycle", "a condition cannot gate itself", spec.id, field)
                         else:
-                            gates[target].append((spec.id, branch))
+                            gates.setdefault(target, []).append((spec.id, branch))
 
         free: set[str] = set()
         deps: dict[str, tuple[str, ...]] = {}
         plan_nodes: dict[str, PlanNode] = {}
-        estimate = CostEstimate()
+        estimate = FREE
         for spec in specs:
             node_deps: set[str] = set()
             for dep in spec.dependencies:
@@ -174,8 +194,10 @@ class Compiler:
                                "dependencies", self.suggest(dep, local_ids))
                 else:
                     node_deps.add(dep)
-            node_deps.update(cond for cond, _ in gates.get(spec.id, ()))
-            if isinstance(spec, Unparsed):
+            gated = gates.get(spec.id)
+            if gated:
+                node_deps.update(cond for cond, _ in gated)
+            if type(spec) is Unparsed:
                 deps[spec.id] = tuple(sorted(node_deps))
                 continue
             built = self._node(spec, visible, outer)
@@ -189,8 +211,8 @@ class Compiler:
                     free.add(name)
             deps[spec.id] = tuple(sorted(node_deps, key=position.__getitem__))
             node_estimate = built[2]
-            if gates.get(spec.id):
-                node_estimate = node_estimate.widen(CostEstimate())
+            if gated:
+                node_estimate = node_estimate.widen(FREE)
             estimate = estimate + node_estimate
             if built[0] is not None:
                 built[0].deps = deps[spec.id]
@@ -210,7 +232,9 @@ class Compiler:
         return ScopeResult(graph, free, estimate)
 
     def _check_cycles(self, deps: Mapping[str, tuple[str, ...]]) -> None:
-        try:
+        if _acyclic(deps):
+            return
+        try:  # graphlib names the cycle
             graphlib.TopologicalSorter(deps).prepare()
         except graphlib.CycleError as exc:
             cycle = exc.args[1]
@@ -228,7 +252,6 @@ class Compiler:
         names: set[str] = set()
         templates: dict[str, Compiled] = {}
         subgraphs: dict[str, Graph] = {}
-        estimate = CostEstimate()
 
         extra = self._container_vars(spec)
         for field in spec.template_fields:
@@ -239,14 +262,14 @@ class Compiler:
             compiled, used = self._template(value, scope, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
-            names |= used - extra
+            names |= used - extra if extra else used
         for field in spec.expression_fields:
             compiled, used = self._expression(getattr(spec, field), visible | extra, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
             names |= used - extra
 
-        sub_estimate = CostEstimate()
+        sub_estimate = FREE
         inner_ids: set[str] = set()
         for key, body in self._bodies(spec):
             result = self.compile_scope(body, outer=visible, local_vars=extra,
@@ -256,7 +279,7 @@ class Compiler:
             sub_estimate = sub_estimate + result.estimate if isinstance(spec, ParallelNode) else result.estimate
             if result.graph is not None:
                 subgraphs[key] = result.graph
-        output = getattr(spec, "output", None)
+        output = getattr(spec, "output", None) if "output" in spec.template_fields else None
         if output is not None:
             # A container's `output` picks the result inside each sub-graph's own scope.
             compiled, used = self._template(output, visible | extra | inner_ids, spec.id, "output")
@@ -271,6 +294,7 @@ class Compiler:
             return None, names, estimate
         estimate = sub_estimate if node_type.estimate is None else node_type.estimate(spec, self, sub_estimate)  # type: ignore[arg-type]
         if node_type.check is not None:
+            self.templates = templates
             for issue in node_type.check(spec, self):  # type: ignore[arg-type]
                 self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
         plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs)  # type: ignore[arg-type]
@@ -286,6 +310,8 @@ class Compiler:
 
     @staticmethod
     def _bodies(spec: NodeBase) -> list[tuple[str, Sequence[Any]]]:
+        if not spec.subgraph_fields:
+            return []
         if isinstance(spec, LoopNode | RecursiveNode) and spec.body:
             return [("body", spec.body)]
         if isinstance(spec, ParallelNode):
@@ -300,7 +326,8 @@ class Compiler:
             self.issue(exc.code, f"{field}: {exc}", node_id, field)
             return None, set()
         self._check_names(compiled.names, visible, node_id, field)
-        self._check_inputs(compiled.input_keys, node_id, field)
+        if self.declared_inputs is not None:
+            self._check_inputs(compiled.input_keys, node_id, field)
         return compiled, set(compiled.names)
 
     def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
@@ -311,10 +338,13 @@ class Compiler:
             self.issue("expression_syntax", f"{field}: {exc}", node_id, field)
             return None, set()
         self._check_names(compiled.names, visible, node_id, field)
-        self._check_inputs(compiled.input_keys, node_id, field)
+        if self.declared_inputs is not None:
+            self._check_inputs(compiled.input_keys, node_id, field)
         return compiled, set(compiled.names)
 
     def _check_names(self, names: frozenset[str], visible: frozenset[str], node_id: str | None, field: str) -> None:
+        if names <= visible:
+            return
         for name in sorted(names - visible):
             self.issue("unknown_reference", f"{field} reads {name!r}, which is no node, input or variable here",
                        node_id, field, self.suggest(name, visible))

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ice_mcp.blueprint.models import NodeSpec
     from ice_mcp.engine.context import RunContext, Spend, SubgraphResult
     from ice_mcp.engine.plan import PlanNode
-    from ice_mcp.engine.templates import Scope
+    from ice_mcp.engine.templates import Compiled, Scope
     from ice_mcp.services import Services
 
 
@@ -44,6 +44,10 @@ class NodeCall:
     def spend(self) -> Spend:
         """The run's spend against its budget (and every enclosing one): model calls check it first."""
         return self.ctx.spend
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
 
     @property
     def node_path(self) -> str:
@@ -79,6 +83,11 @@ class CheckContext(Protocol):
 
     @property
     def services(self) -> Services: ...
+
+    @property
+    def templates(self) -> Mapping[str, Compiled]:
+        """The node's fields as compiled (a constant field is a `Constant`)."""
+        ...
 
     def suggest(self, name: str, candidates: Any) -> str | None: ...
 

@@ -51,6 +51,14 @@ class Graph:
     max_parallel: int
     output: Compiled | None = None
 
+    def prepare(self) -> None:
+        """Generate the code of every template in this graph and the graphs inside it."""
+        for node in self.nodes.values():
+            for template in node.templates.values():
+                template.prepare()
+            for subgraph in node.subgraphs.values():
+                subgraph.prepare()
+
     def sink_output(self, outputs: dict[str, Any]) -> Any:
         """A sub-graph's result: its only sink's output, or an object keyed by sink id."""
         if len(self.sinks) == 1:
@@ -73,6 +81,14 @@ class Plan:
     @property
     def name(self) -> str:
         return self.blueprint.name
+
+    def prepare(self) -> Plan:
+        """Generate the code of every template now, rather than at its first render: for a server,
+        in a worker thread, so the event loop never does it."""
+        self.graph.prepare()
+        if self.outputs is not None:
+            self.outputs.prepare()
+        return self
 
     def source(self) -> dict[str, Any]:
         """The blueprint as a JSON document (what a resumed run compiles again)."""

@@ -7,9 +7,9 @@ from typing import Any
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, ToolNode
 from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
-from ice_mcp.engine.templates import is_constant
+from ice_mcp.engine.templates import Constant, MappingValue
 from ice_mcp.errors import NodeFailure, UnknownName
-from ice_mcp.tools.context import CURRENT_CALL, ToolCall
+from ice_mcp.tools.context import CURRENT_CALL
 from ice_mcp.tools.registry import ToolEntry, as_object
 from ice_mcp.types import NodeResult
 
@@ -29,7 +29,7 @@ async def execute_tool(call: NodeCall) -> NodeResult:
 async def run_tool(call: NodeCall, entry: ToolEntry, kwargs: dict[str, Any]) -> NodeResult:
     """Call a tool with checked arguments on behalf of a node attempt."""
     # The node's own task: the tool sees its call (idempotency key, services, budget) and nothing leaks out.
-    CURRENT_CALL.set(ToolCall(call.ctx.run_id, call.node_path, call.attempt, call.services, call.spend))
+    CURRENT_CALL.set(call)
     result = await entry.call_parsed(kwargs)
     # Metered tools (paid APIs) may report their own cost and usage.
     return result if isinstance(result, NodeResult) else NodeResult(as_object(result))
@@ -45,17 +45,22 @@ def check_tool(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
         return [ValidationIssue(code="unknown_tool", message=f"no tool named {spec.tool_name!r}", node_id=spec.id,
                                 field="tool_name", suggestion=ctx.suggest(spec.tool_name, registry.tools))]
     issues: list[ValidationIssue] = []
-    properties = entry.input_schema.get("properties", {})
-    for key in spec.tool_args:
+    properties, arguments = entry.properties, spec.tool_args
+    for key in arguments:
         if key not in properties:
             issues.append(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r} has no argument "
                                           f"{key!r}", node_id=spec.id, field=f"tool_args.{key}",
                                           suggestion=ctx.suggest(key, properties)))
-    for key in entry.input_schema.get("required", []):
-        if key not in spec.tool_args:
+    for key in entry.required:
+        if key not in arguments:
             issues.append(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r} needs argument "
                                           f"{key!r}", node_id=spec.id, field="tool_args"))
-    constants = {key: value for key, value in spec.tool_args.items() if key in properties and is_constant(value)}
+    checked = entry.constrained.intersection(arguments)
+    if not checked:
+        return issues
+    compiled = ctx.templates.get("tool_args")
+    items = compiled.items if isinstance(compiled, MappingValue) else {}  # all constant: a Constant
+    constants = {key: arguments[key] for key in checked if isinstance(items.get(key, compiled), Constant)}
     issues.extend(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r}: {problem}",
                                   node_id=spec.id, field=f"tool_args.{key}")
                   for key, problem in _argument_problems(entry, constants))

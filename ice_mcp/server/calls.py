@@ -184,7 +184,7 @@ class ToolCalls:
             report_ = await asyncio.to_thread(lambda: orc.validate(parse_document(args["blueprint"])))
             return json_result(report_.model_dump(mode="json"), is_error=name != "blueprint_validate" and not report_.ok)
         if name == "blueprint_register":
-            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])))
+            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])).prepare())
             bp = orc.register_blueprint(plan)
             tool = self._catalogue.resolve(f"workflow:{bp.name}")
             return json_result(
@@ -200,7 +200,7 @@ class ToolCalls:
                 return error_result("unknown_workflow", f"unknown workflow {args['name']!r}")
             return json_result({"deleted": args["name"]})
         if name == "blueprint_run":
-            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])))
+            plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])).prepare())
             inputs = dict(args.get("inputs") or {})
             return run_result(await run_and_wait(
                 lambda on_event: orc.start(plan, inputs, idempotency_key=key, on_event=on_event, caller=caller),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ice_mcp.settings import Settings
 
@@ -42,18 +42,36 @@ class ToolCall:
         return self.spend.remaining() if self.spend is not None else None
 
 
-CURRENT_CALL: ContextVar[ToolCall | None] = ContextVar("ice_mcp_tool_call", default=None)
+class CallSource(Protocol):
+    """What a ToolCall is read from: a ToolCall, or the engine's NodeCall (no ToolCall made unless asked)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def node_path(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def services(self) -> Services | None: ...
+    @property
+    def spend(self) -> Spend | None: ...
+
+
+CURRENT_CALL: ContextVar[CallSource | None] = ContextVar("ice_mcp_tool_call", default=None)
 
 
 def current_call() -> ToolCall | None:
     """The node attempt calling this tool, or None when the tool is called outside any run."""
-    return CURRENT_CALL.get()
+    source = CURRENT_CALL.get()
+    if source is None or isinstance(source, ToolCall):
+        return source
+    return ToolCall(source.run_id, source.node_path, source.attempt, source.services, source.spend)
 
 
 def current_services() -> Services | None:
     """The calling orchestrator's services, or None outside any run."""
-    call = CURRENT_CALL.get()
-    return call.services if call is not None else None
+    source = CURRENT_CALL.get()
+    return source.services if source is not None else None
 
 
 def current_settings() -> Settings:

@@ -51,6 +51,9 @@ def _input_model(name: str, fn: ToolFunction) -> type[BaseModel]:
     return create_model(f"{name}_arguments", __base__=_ArgsBase, **fields)
 
 
+_ANNOTATION_KEYWORDS = frozenset({"title", "description", "default", "examples", "deprecated"})
+
+
 @dataclass(slots=True)
 class ToolEntry:
     """A callable tool: validated arguments in, a JSON object out."""
@@ -63,15 +66,29 @@ class ToolEntry:
     is_async: bool = False
     blocking: bool = False
     input_schema: dict[str, Any] = field(default_factory=dict)
+    # Arguments whose schema constrains their value (an `Any` argument takes anything): what validation checks.
+    constrained: frozenset[str] = frozenset()
+    parameters: tuple[str, ...] = ()  # read once: pydantic's model_fields costs microseconds per access
 
     def __post_init__(self) -> None:
+        self.parameters = tuple(self.input_model.model_fields)
         self.input_schema = self.input_model.model_json_schema()
         self.input_schema.pop("title", None)
+        self.constrained = frozenset(name for name, schema in self.input_schema.get("properties", {}).items()
+                                     if set(schema) - _ANNOTATION_KEYWORDS)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return self.input_schema.get("properties", {})
+
+    @property
+    def required(self) -> list[str]:
+        return self.input_schema.get("required", [])
 
     def parse_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The tool's keyword arguments from JSON arguments; raises NodeFailure(invalid_arguments) naming each
         problem (an unknown argument with the nearest one the tool takes)."""
-        if not arguments and not self.input_model.model_fields:
+        if not arguments and not self.parameters:
             return {}
         try:
             parsed = self.input_model.model_validate(arguments)
@@ -83,12 +100,12 @@ class ToolEntry:
                 retryable=False,
                 details={"errors": exc.errors(include_url=False, include_context=False, include_input=False)},
             ) from None
-        return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+        return {key: getattr(parsed, key) for key in self.parameters}
 
     def _problem(self, error: Any) -> str:
         where = ".".join(str(p) for p in error["loc"]) or "(arguments)"
         if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
-            hint = nearest(str(error["loc"][0]), self.input_model.model_fields)
+            hint = nearest(str(error["loc"][0]), self.parameters)
             return f"{where}: unknown argument" + (f"; did you mean {hint!r}?" if hint else "")
         return f"{where}: {error['msg']}"
 
