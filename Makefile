@@ -34,6 +34,7 @@ lint: setup check
 check:
 	$(VENV)/bin/ruff check ice_mcp tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'

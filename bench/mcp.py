@@ -118,7 +118,7 @@ def typed_server() -> Any:
 
 def ice_orchestrator() -> Any:
     from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.services import Settings
+    from ice_mcp.settings import Settings
     from ice_mcp.tools.registry import Registry, ToolAnnotations
 
     workspace = Path(tempfile.mkdtemp(prefix="ice-bench-"))

@@ -21,13 +21,14 @@ from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationRe
 from ice_mcp.blueprint.loading import load_blueprint, load_network
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.builder import WorkflowBuilder
+from ice_mcp.engine.executor import NodeCall, NodeType
 from ice_mcp.engine.records import RunRecord
-from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
-from ice_mcp.nodes.base import NodeFailure, NodeResult, Usage
+from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, NodeFailure, UnknownName
 from ice_mcp.orchestrator import Orchestrator, RunHandle, import_tool_modules
-from ice_mcp.services import Settings
+from ice_mcp.settings import Settings
 from ice_mcp.tools.context import ToolCall, current_call
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry, Tool, ToolAnnotations, tool
+from ice_mcp.types import NodeResult, Usage
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -37,8 +38,10 @@ __all__ = [
     "IceError",
     "InputsInvalid",
     "NetworkManifest",
+    "NodeCall",
     "NodeFailure",
     "NodeResult",
+    "NodeType",
     "Orchestrator",
     "Registry",
     "RunHandle",
@@ -70,10 +73,11 @@ _default: Orchestrator | None = None
 
 
 def default_orchestrator() -> Orchestrator:
-    """The process-wide orchestrator behind the module-level functions (created on first use)."""
+    """The process-wide orchestrator behind the module-level functions (created on first use). It alone
+    reads DEFAULT_REGISTRY, where `@tool` and `@agent` collect: live, beneath its own registry."""
     global _default
     if _default is None:
-        _default = Orchestrator()
+        _default = Orchestrator(registry=Registry(parent=DEFAULT_REGISTRY))
     return _default
 
 

@@ -19,8 +19,10 @@ from ice_mcp.engine.events import Event
 from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-from ice_mcp.services import Settings
+from ice_mcp.server.cli import add_serve_commands
+from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
 BROKEN_PIPE_EXIT = 141
@@ -89,15 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_extension_commands(commands: Any) -> None:
-    """Commands contributed by the server and the sandbox, when they are installed."""
+    """Commands contributed by the server and the sandbox (when its runtime is installed)."""
+    add_serve_commands(commands)
     try:
-        from ice_mcp.server.cli import add_serve_commands
-    except ImportError:
-        pass
-    else:
-        add_serve_commands(commands)
-    try:
-        from ice_mcp.sandbox import warmup_cli
+        from ice_mcp.sandbox import (
+            warmup_cli,  # imports wasmtime: only when the command line is built
+        )
     except ImportError:
         pass
     else:
@@ -119,7 +118,8 @@ def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
-    orchestrator = Orchestrator(settings=settings)
+    # The tools the modules just registered with @tool, in this orchestrator's own registry.
+    orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
     orchestrator.restore_blueprints()  # workflows registered at run time (over MCP, /rpc or Python)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):
@@ -207,7 +207,7 @@ def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
         hint = f"; did you mean {suggestion!r}?" if suggestion else f"; workflows: {', '.join(sorted(workflows))}"
         raise IceError(f"{file_or_name!r} is neither a blueprint file nor a workflow name{hint}",
                        code="unknown_workflow", details={"name": file_or_name})
-    return entry.plan or orchestrator.compile(entry.blueprint)
+    return orchestrator.workflow_plan(file_or_name)
 
 
 async def _run(args: argparse.Namespace) -> int:

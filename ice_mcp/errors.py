@@ -1,4 +1,5 @@
-"""Errors that reach users: each has a stable code, a message and structured details."""
+"""The one error family: every error a user or a model can see is an IceError with a stable `code`,
+a message and structured details. Imports nothing of ours at run time."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class IceError(Exception):
 
 
 class BlueprintInvalid(IceError):
+    """A blueprint or manifest with problems; `report` lists every one."""
+
     code = "invalid_blueprint"
 
     def __init__(self, report: ValidationReport):
@@ -41,6 +44,18 @@ class InputsInvalid(IceError):
     code = "invalid_inputs"
 
 
+class ArgumentsInvalid(IceError):
+    """Arguments of a tool call that do not fit its input schema; `problems` lists each (path: message)."""
+
+    code = "invalid_arguments"
+
+    def __init__(self, message: str, problems: list[str] | None = None, *,
+                 details: Mapping[str, Any] | None = None) -> None:
+        problems = problems or []
+        super().__init__(message, details={"problems": problems, **(details or {})})
+        self.problems = problems
+
+
 class UnknownName(IceError):
     """An unknown workflow, tool, agent or run; `suggestion` names the nearest one."""
 
@@ -53,3 +68,56 @@ class UnknownName(IceError):
             code=f"unknown_{kind}",
             details={"name": name, **({"suggestion": suggestion} if suggestion else {})},
         )
+
+
+class NodeFailure(IceError):
+    """A node failed in a way the user (or a model) should read: a clear code and message.
+
+    `retryable=False` tells the engine that another attempt cannot help
+    (bad arguments, a sandbox violation, an unknown name).
+    """
+
+    code = "node_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "node_error",
+        retryable: bool = True,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, details=details)
+        self.retryable = retryable
+
+
+class GraphFailed(NodeFailure):
+    """A node failed with `on_error: fail`: the graph stopped. Names the node, and the root cause once."""
+
+    def __init__(self, node_id: str, error: dict[str, Any]) -> None:
+        path, cause = [node_id], error
+        while cause.get("code") == "node_failed" and isinstance(cause.get("details"), dict):
+            path.append(str(cause["details"].get("node_id")))
+            cause = cause["details"].get("error") or {}
+        where = " > ".join(path)
+        super().__init__(f"node {where!r} failed: {cause.get('message', '')}", code="node_failed",
+                         retryable=False,
+                         details={"node_id": node_id, "path": path, "cause": cause, "error": error})
+        self.node_id = node_id
+        self.error = error
+
+
+class RunStopped(IceError):
+    """Stops the whole run through every level of nesting; `code` is the run's final status (over_budget)."""
+
+    def __init__(self, status: str, message: str, spend: Any = None) -> None:
+        super().__init__(message, code=status)
+        self.status = status
+        self.spend = spend  # the budget that was reached
+
+
+class TemplateCompileError(IceError):
+    """A template or expression that cannot be compiled; `code` is the validation code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message, code=code)

@@ -1,4 +1,9 @@
-"""The orchestrator's public face: validate, register, start, watch, cancel and look up runs."""
+"""The service layer, the one API the MCP server, /rpc and the command line use: validate, register,
+start, watch, cancel, retry and look up runs and networks.
+
+The orchestrator wires everything below it: its registry, its node types (the executors the engine
+runs), its services (LLM, sandboxes, memory) and its run store.
+"""
 
 from __future__ import annotations
 
@@ -10,33 +15,90 @@ import os
 import sys
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
-from ice_mcp.blueprint.models import Blueprint, NetworkManifest
+from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.direct import agent_document, tool_plan
+from ice_mcp.engine.blueprints import check_blueprint, compile_plan
 from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog, Listener
+from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.journal import Replay, replay_from_events
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import Owner, RunStore, StoredRun
-from ice_mcp.engine.workflows import check_blueprint, compile_plan, plan_for
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
-from ice_mcp.services import Services, Settings
+from ice_mcp.llm.service import LLMService
+from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
+from ice_mcp.nodes import builtin_node_types
+from ice_mcp.services import Services
+from ice_mcp.settings import Settings
 from ice_mcp.tools.builtin import register_builtin_tools
-from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
+from ice_mcp.tools.registry import Registry
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
-# Who is asking: set by the MCP layer per request (a hash of the bearer token, or "local").
-CURRENT_CALLER: ContextVar[str | None] = ContextVar("ice_mcp_caller", default=None)
+MAX_IDEMPOTENCY_KEYS = 10_000
+T = TypeVar("T")
+
+
+class ExpiringKeys(Generic[T]):
+    """Idempotency keys and what they lead to, each for `ttl` seconds, the oldest dropped past `limit`."""
+
+    def __init__(self, ttl: float, limit: int = MAX_IDEMPOTENCY_KEYS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.limit, self.clock = ttl, limit, clock
+        self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> T | None:
+        self._expire()
+        found = self._items.get(key)
+        return None if found is None else found[1]
+
+    def values(self) -> list[T]:
+        return [value for _, value in self._items.values()]
+
+    def put(self, key: str, value: T) -> None:
+        self._items.pop(key, None)
+        self._items[key] = (self.clock() + self.ttl, value)
+        self._expire()
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def _expire(self) -> None:
+        now = self.clock()
+        while self._items and next(iter(self._items.values()))[0] <= now:
+            self._items.popitem(last=False)
+
+
+class _PlanCache:
+    """Plans of the Blueprint objects this orchestrator compiled, kept while the object lives
+    (a Blueprint object is treated as settled once run: build a new one to change it)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[int, tuple[weakref.ref[Blueprint], Plan]] = {}
+
+    def get(self, blueprint: Blueprint) -> Plan | None:
+        found = self._plans.get(id(blueprint))
+        return found[1] if found is not None and found[0]() is blueprint else None
+
+    def put(self, blueprint: Blueprint, plan: Plan) -> None:
+        key = id(blueprint)
+        self._plans[key] = (weakref.ref(blueprint, lambda _ref: self._plans.pop(key, None)), plan)
+
+    def clear(self) -> None:
+        self._plans.clear()
 
 
 class RunHandle:
@@ -75,6 +137,13 @@ class RunHandle:
 
 
 class Orchestrator:
+    """Everything a server or a script needs, wired explicitly.
+
+    `registry`: the tools, agents and workflows it runs (default: a fresh one; the built-in tools are
+    added unless `builtin_tools=False`). `node_types`: the executors it runs (default: the built-ins).
+    `llm`: the LLM service (default: from the environment, on first use).
+    """
+
     def __init__(
         self,
         *,
@@ -83,12 +152,19 @@ class Orchestrator:
         store: RunStore | None = None,
         builtin_tools: bool = True,
         sleep: Sleep = asyncio.sleep,
+        node_types: Iterable[NodeType] | None = None,
+        llm: LLMService | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
-        self.registry = registry if registry is not None else DEFAULT_REGISTRY
+        self.registry = registry if registry is not None else Registry()
         if builtin_tools:
             register_builtin_tools(self.registry)
         self.services = Services(self.registry, self.settings)
+        if llm is not None:
+            self.services.llm = llm
+        types, self.unavailable_node_types = (builtin_node_types() if node_types is None
+                                              else (list(node_types), {}))
+        self.node_types: dict[str, NodeType] = {node_type.name: node_type for node_type in types}
         if store is None and self.settings.persist_runs:
             store = RunStore.in_data_dir(self.settings.data_dir)
         self.store = store
@@ -96,7 +172,13 @@ class Orchestrator:
         self.metrics = Metrics()
         self.runner = Runner()
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
-        self._keys: dict[str, str] = {}
+        ttl = self.settings.idempotency_key_seconds
+        self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
+        self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
+        self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
+        self._plans = _PlanCache()
+        self._agent_plans: dict[str, Plan] = {}
+        self.registry.subscribe(self._registry_changed)
         self._callers: dict[str, Spend] = {}
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self._lease_task: asyncio.Task[None] | None = None
@@ -106,10 +188,29 @@ class Orchestrator:
 
     def validate(self, source: Target) -> ValidationReport:
         """Every problem at once, as structured issues, plus a cost estimate. Never raises."""
-        return check_blueprint(source, self.services)[0]
+        return check_blueprint(source, self.services, self.node_types, self.unavailable_node_types)[0]
 
     def compile(self, source: Target) -> Plan:
-        return compile_plan(source, self.services)
+        """The plan of a blueprint; raises BlueprintInvalid. A Blueprint object is compiled once."""
+        if isinstance(source, Blueprint):
+            plan = self._plans.get(source)
+            if plan is None:
+                plan = compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+                self._plans.put(source, plan)
+            return plan
+        return compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+
+    def workflow_plan(self, name: str) -> Plan:
+        """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
+        entry = self.registry.workflow(name)
+        if entry.plan is None:
+            entry.plan = self.compile(entry.blueprint)
+        return entry.plan
+
+    def _registry_changed(self, kind: str, name: str) -> None:
+        # A tool or workflow that changed may change what a cached plan's checks said: compile again.
+        self._plans.clear()
+        self._agent_plans.clear()
 
     def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
                            ) -> Blueprint:
@@ -118,20 +219,21 @@ class Orchestrator:
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
         and comes back when a server starts on the same data folder.
         """
-        plan = source if isinstance(source, Plan) else self.compile(source)
+        plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
         if origin == "runtime" and version is None and self.store is not None:
-            version = self._store_version(plan.blueprint)
+            version = self._store_version(plan)
+        plan.version = version
         entry = self.registry.add_workflow(plan.blueprint, origin)
         entry.plan, entry.version = plan, version
         return plan.blueprint
 
-    def _store_version(self, blueprint: Blueprint) -> int:
+    def _store_version(self, plan: Plan) -> int:
         assert self.store is not None
-        source = _blueprint_source(blueprint)
-        versions = self.store.blueprint_versions(blueprint.name)
-        if versions and versions[-1].source == source and blueprint.name in self.registry.workflows:
+        name, source = plan.name, plan.source()
+        versions = self.store.blueprint_versions(name)
+        if versions and versions[-1].source == source and name in self.registry.workflows:
             return versions[-1].version  # the same blueprint again: no new version
-        return self.store.save_blueprint(blueprint.name, source)
+        return self.store.save_blueprint(name, source)
 
     def remove_workflow(self, name: str) -> bool:
         """Unregister a workflow; one registered at run time is deleted from the store for good."""
@@ -184,25 +286,61 @@ class Orchestrator:
         on_event: Listener | None = None,
         globals: Mapping[str, Any] | None = None,
         parent_spend: Spend | None = None,
+        caller: str | None = None,
     ) -> RunHandle:
-        """Start a run and return at once. Raises BlueprintInvalid, InputsInvalid or UnknownName."""
-        if idempotency_key:
-            existing = self._by_key(idempotency_key)
-            if existing is not None:
-                if on_event is not None and not existing.done:
-                    existing.subscribe(on_event)
-                return existing
+        """Start a run and return at once. Raises BlueprintInvalid, InputsInvalid or UnknownName.
+
+        `caller` (a hash of an MCP client's token) charges the run to that caller's budget."""
+        existing = self._attach(idempotency_key, on_event)
+        if existing is not None:
+            return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
-        parent_spend = parent_spend or self.caller_spend()
+        return self._begin(plan, inputs or {}, idempotency_key=idempotency_key, on_event=on_event, globals=globals,
+                           parent_spend=parent_spend or self.caller_spend(caller))
+
+    async def start_tool(self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None,
+                         on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
+        """Run one registered tool as a one-node run, without a blueprint; the tool checks the arguments
+        (once). Raises UnknownName, or NodeFailure(invalid_arguments)."""
+        existing = self._attach(idempotency_key, on_event)
+        if existing is not None:
+            return existing
+        entry = self.registry.tool(name)
+        kwargs = entry.parse_arguments(dict(arguments))
+        return self._begin(tool_plan(entry, kwargs, dict(arguments)), arguments, idempotency_key=idempotency_key,
+                           on_event=on_event, parent_spend=self.caller_spend(caller))
+
+    async def start_agent(self, name: str, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
+                          on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
+        """Ask one registered agent (`inputs`: `{"input": text}`) as a one-node run whose plan is compiled
+        once. Raises UnknownName or InputsInvalid."""
+        existing = self._attach(idempotency_key, on_event)
+        if existing is not None:
+            return existing
+        plan = self._agent_plans.get(name)
+        if plan is None:
+            self.registry.agent(name)
+            plan = self._agent_plans[name] = self.compile(agent_document(name))
+        return self._begin(plan, inputs, idempotency_key=idempotency_key, on_event=on_event,
+                           parent_spend=self.caller_spend(caller))
+
+    def _attach(self, key: str | None, on_event: Listener | None) -> RunHandle | None:
+        """The run an idempotency key already started (its listener added), if any."""
+        existing = self._by_key(key) if key else None
+        if existing is not None and on_event is not None and not existing.done:
+            existing.subscribe(on_event)
+        return existing
+
+    def _begin(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None,
+               on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None
+               ) -> RunHandle:
         check_fits(plan.estimate, parent_spend, plan.name)
-        inputs, problems = plan.prepare_inputs(inputs or {})
+        prepared, problems = plan.prepare_inputs(inputs)
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
-        entry = self.registry.workflows.get(plan.name)
-        version = entry.version if entry is not None and entry.blueprint is plan.blueprint else None
-        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=inputs, started_at=time.time(),
-                           workflow_version=version)
+        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=prepared, started_at=time.time(),
+                           workflow_version=plan.version)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend)
 
@@ -218,12 +356,11 @@ class Orchestrator:
             self.store.keep_journal(events, written=len(journal or ()))
             self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
-        ctx = RunContext(record.run_id, self.services, events, spend, self.runner, sleep=self.sleep,
-                         globals=dict(globals or {}), replay=replay)
+        ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflow_plan,
+                         sleep=self.sleep, globals=dict(globals or {}), replay=replay)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                            blueprint=_blueprint_source(plan.blueprint), version=record.workflow_version,
-                            retry_of=record.retry_of)
+                            blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
         handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
@@ -266,7 +403,7 @@ class Orchestrator:
 
     def _plan(self, target: Target) -> Plan:
         if isinstance(target, str) and target in self.registry.workflows:
-            return plan_for(self.services, target)
+            return self.workflow_plan(target)
         if isinstance(target, str) and _is_name(target):
             raise UnknownName("workflow", target, nearest(target, self.registry.workflows))
         return self.compile(target)
@@ -274,7 +411,7 @@ class Orchestrator:
     def _remember(self, handle: RunHandle, key: str | None) -> None:
         self._handles[handle.run_id] = handle
         if key:
-            self._keys[key] = handle.run_id
+            self._keys.put(key, handle.run_id)
         while len(self._handles) > RECENT_RUNS:
             oldest_id, oldest = next(iter(self._handles.items()))
             if not oldest.done:
@@ -282,22 +419,26 @@ class Orchestrator:
             del self._handles[oldest_id]
 
     def _by_key(self, key: str) -> RunHandle | None:
-        run_id = self._keys.get(key) or (self.store.by_idempotency_key(key) if self.store else None)
+        """The run an unexpired idempotency key started: here, or (kept in the store) by any server."""
+        run_id = self._keys.get(key)
+        stored = None
+        if run_id is None and self.store is not None:
+            stored_id = self.store.by_idempotency_key(key)
+            stored = self.store.run(stored_id) if stored_id is not None else None
+            if stored is None or time.time() - (stored.record.started_at or 0) > self._keys.ttl:
+                return None  # no such key, or it expired: a new run
+            run_id = stored_id
         if run_id is None:
             return None
         handle = self._handles.get(run_id)
-        if handle is None and self.store is not None:
-            stored = self.store.run(run_id)
-            if stored is None:
-                return None
+        if handle is None and stored is not None:
             if stored.record.status == "running" and self._adopt(run_id, stored.owner):
                 return self._handles.get(run_id)  # its server died: the same key resumes the same run
             handle = RunHandle(stored.record, EventLog(run_id), None)
         return handle
 
     def caller_spend(self, caller: str | None = None) -> Spend | None:
-        """The running spend of a caller (default: the current one) against `caller_budget_usd`."""
-        caller = caller or CURRENT_CALLER.get()
+        """The running spend of a caller against `caller_budget_usd` (None: no caller, or no such budget)."""
         if caller is None or self.settings.caller_budget_usd is None:
             return None
         spend = self._callers.get(caller)
@@ -356,10 +497,10 @@ class Orchestrator:
     def _stored_plan(self, stored: StoredRun) -> Plan:
         if stored.blueprint is not None:
             return self.compile(stored.blueprint)
-        return plan_for(self.services, stored.record.workflow)  # written before runs kept their blueprint
+        return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint
 
-    async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None
-                    ) -> RunHandle:
+    async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None,
+                    caller: str | None = None) -> RunHandle:
         """A finished run again, as a new run that reuses every node it finished, except `from_node`
         (and what depends on it) and the nodes that failed; those run again."""
         handle = self._handles.get(run_id)
@@ -380,7 +521,7 @@ class Orchestrator:
         fresh = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id)
         return self._launch(plan, fresh, replay_from_events(events).for_retry(rerun), on_event=on_event,
-                            parent_spend=self.caller_spend())
+                            parent_spend=self.caller_spend(caller))
 
     def _keep_lease(self) -> None:
         """Heartbeat this process's lease while it runs anything (and, for a server, adopt orphans)."""
@@ -433,11 +574,11 @@ class Orchestrator:
         await handle.wait()
         return True
 
-    def validate_network(self, manifest: NetworkManifest | str | Path | Mapping[str, Any], *,
-                         from_client: bool = True, base_dir: Path | None = None) -> ValidationReport:
-        """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
-        from ice_mcp.engine.network import NetworkRunner
+    # -- networks -----------------------------------------------------------------------------------
 
+    def validate_network(self, manifest: ManifestSource, *, from_client: bool = True,
+                         base_dir: Path | None = None) -> ValidationReport:
+        """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
         try:
             NetworkRunner(self, from_client=from_client, base_dir=base_dir).check(manifest)
         except BlueprintInvalid as exc:
@@ -446,12 +587,35 @@ class Orchestrator:
             return ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])
         return ValidationReport(ok=True)
 
-    async def run_network(self, manifest: NetworkManifest | str | Path | Mapping[str, Any], *,
-                          from_client: bool = True, base_dir: Path | None = None,
-                          on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:
-        from ice_mcp.engine.network import NetworkRunner
+    def start_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
+                      on_event: Callable[[Event], None] | None = None, idempotency_key: str | None = None,
+                      caller: str | None = None) -> NetworkHandle:
+        """Start a network run and return at once (`network_id` follows it); raises BlueprintInvalid or
+        IceError. The same idempotency key attaches to the same network run."""
+        if idempotency_key and (existing := self._network_keys.get(idempotency_key)) is not None:
+            return existing
+        runner = NetworkRunner(self, from_client=from_client, base_dir=base_dir)
+        handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event)
+        self._networks.put(handle.network_id, handle)
+        if idempotency_key:
+            self._network_keys.put(idempotency_key, handle)
+        return handle
 
-        return await NetworkRunner(self, from_client=from_client, base_dir=base_dir).run(manifest, on_event=on_event)
+    async def run_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
+                          on_event: Callable[[Event], None] | None = None, caller: str | None = None
+                          ) -> dict[str, Any]:
+        """Run a network to the end: `{"network", "network_id", "status", "cost_usd", "workflows"}`."""
+        handle = self.start_network(manifest, from_client=from_client, base_dir=base_dir, on_event=on_event,
+                                    caller=caller)
+        try:
+            return await handle.wait()
+        except asyncio.CancelledError:
+            handle.cancel()
+            raise
+
+    def get_network(self, network_id: str) -> NetworkHandle | None:
+        """A network run started here (kept as long as idempotency keys, at least an hour; the latest 512)."""
+        return self._networks.get(network_id) if network_id.startswith(NETWORK_ID_PREFIX) else None
 
     def close(self) -> None:
         """Close the store (for short-lived callers with no runs in flight, like the CLI)."""
@@ -463,6 +627,8 @@ class Orchestrator:
         store and gives up this process's lease, so the next server resumes them at once."""
         if self._lease_task is not None:
             self._lease_task.cancel()
+        for network in self._networks.values():
+            network.cancel()
         for handle in list(self._handles.values()):
             handle.suspended = suspend and self.store is not None and not handle.done
             handle.cancel()
@@ -472,10 +638,6 @@ class Orchestrator:
             if suspend:
                 self.store.release_owner(self.owner)
             self.store.close()
-
-
-def _blueprint_source(blueprint: Blueprint) -> dict[str, Any]:
-    return blueprint.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

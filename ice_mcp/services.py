@@ -1,104 +1,96 @@
-"""Settings and the shared services a run can reach (registry, store, subsystems)."""
+"""What executors and validation checks receive from their orchestrator: the registry, the settings,
+and the subsystems (LLM, sandboxes, memory), each created on first use and closed with the orchestrator."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ice_mcp.llm.service import LLMService
+from ice_mcp.memory.store import MemoryStore, open_memory
+from ice_mcp.settings import Settings
+
 if TYPE_CHECKING:
+    from ice_mcp.sandbox import Sandbox
+    from ice_mcp.sandbox.expressions import ExpressionSandbox
     from ice_mcp.tools.registry import Registry
 
 T = TypeVar("T")
 
 
-def _default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "ice_mcp"
-
-
-@dataclass(slots=True)
-class Settings:
-    """Server-wide settings; every field has an embedded default and an environment variable."""
-
-    data_dir: Path = field(default_factory=_default_data_dir)
-    workspace: Path = field(default_factory=Path.cwd)
-    max_workflow_depth: int = 8
-    http_max_bytes: int = 10 * 1024 * 1024
-    http_timeout_seconds: float = 30.0
-    memory_backend: str = "memory"
-    persist_runs: bool = True
-    sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
-    caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
-    # The largest blueprint or manifest accepted (the server validates off the event loop).
-    max_blueprint_nodes: int = 10_000
-    max_blueprint_depth: int = 64
-    max_blueprint_bytes: int = 4 * 1024 * 1024
-    max_blueprint_templates: int = 20_000
-    allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
-    egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
-    lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> Settings:
-        env = os.environ
-        values: dict[str, Any] = {}
-        if env.get("ICE_MCP_DATA_DIR"):
-            values["data_dir"] = Path(env["ICE_MCP_DATA_DIR"])
-        if env.get("ICE_MCP_WORKSPACE"):
-            values["workspace"] = Path(env["ICE_MCP_WORKSPACE"])
-        if env.get("ICE_MCP_MAX_WORKFLOW_DEPTH"):
-            values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
-        if env.get("ICE_MCP_SANDBOX_EXPRESSIONS"):
-            values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
-        if env.get("ICE_MCP_CALLER_BUDGET_USD"):
-            values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
-        if env.get("ICE_MCP_ALLOW_NET"):
-            values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
-        if env.get("ICE_MCP_EGRESS_PROXY"):
-            values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
-        if env.get("ICE_MCP_LEASE_SECONDS"):
-            values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
-        if env.get("ICE_MCP_MEMORY_BACKEND"):
-            values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        for key in ("data_dir", "workspace"):
-            values[key] = Path(values[key]).expanduser().resolve() if key in values else None
-        return cls(**{k: v for k, v in values.items() if v is not None})
-
-
 @dataclass(slots=True)
 class Services:
-    """What node executors may use. Subsystems (LLM, sandbox, memory) live in `resource`."""
+    """One orchestrator's registry, settings and subsystems. Tests may set `llm` (or any subsystem) directly."""
 
     registry: Registry
     settings: Settings
-    _resources: dict[str, Any] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _llm: LLMService | None = None
+    _sandbox: Sandbox | None = None
+    _expression_sandbox: ExpressionSandbox | None = None
+    _memory: dict[str, MemoryStore] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # checks run in threads too
 
-    def resource(self, key: str, factory: Callable[[Services], T]) -> T:
-        """The subsystem stored under `key`, created by `factory` on first use."""
-        try:
-            return self._resources[key]
-        except KeyError:
+    def _once(self, attribute: str, create: Callable[[], T]) -> T:
+        value = getattr(self, attribute)
+        if value is None:
             with self._lock:
-                if key not in self._resources:
-                    self._resources[key] = factory(self)
-                return self._resources[key]
+                value = getattr(self, attribute)
+                if value is None:
+                    value = create()
+                    setattr(self, attribute, value)
+        return value
 
-    def set_resource(self, key: str, value: Any) -> None:
-        self._resources[key] = value
+    @property
+    def llm(self) -> LLMService:
+        """Model resolution, providers, prices and budgets (config from ICE_MCP_LLM_CONFIG or `extra["llm_config"]`)."""
+        return self._once("_llm", lambda: LLMService.from_settings(self.settings))
+
+    @llm.setter
+    def llm(self, service: LLMService) -> None:
+        self._llm = service
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The WebAssembly sandbox of `code` nodes: one per orchestrator, limits from ICE_MCP_SANDBOX_* and
+        `extra["sandbox"]`."""
+        return self._once("_sandbox", self._new_sandbox)
+
+    def _new_sandbox(self) -> Sandbox:
+        from ice_mcp.sandbox import (  # wasmtime loads only when a code node runs
+            Sandbox,
+            SandboxConfig,
+        )
+
+        overrides = self.settings.extra.get("sandbox")
+        return Sandbox(SandboxConfig.from_env(overrides if isinstance(overrides, dict) else None))
+
+    @property
+    def expression_sandbox(self) -> ExpressionSandbox:
+        """Evaluates conditions and convergence in the sandbox (`sandbox_expressions`)."""
+        return self._once("_expression_sandbox", self._new_expression_sandbox)
+
+    @staticmethod
+    def _new_expression_sandbox() -> ExpressionSandbox:
+        from ice_mcp.sandbox.expressions import ExpressionSandbox  # wasmtime only when asked for
+
+        return ExpressionSandbox()
+
+    def memory(self, backend: str | None = None) -> MemoryStore:
+        """The memory store on `backend` (default: the `memory_backend` setting), one per URL."""
+        url = backend or self.settings.memory_backend or "memory"
+        store = self._memory.get(url)
+        if store is None:
+            with self._lock:
+                store = self._memory.setdefault(url, open_memory(url))
+        return store
 
     async def aclose(self) -> None:
-        """Close every subsystem that has an `aclose` or `close`."""
-        for value in list(self._resources.values()):
-            closer = getattr(value, "aclose", None)
-            if closer is not None:
-                await closer()
-            elif callable(getattr(value, "close", None)):
-                value.close()
-        self._resources.clear()
+        """Close every subsystem that was created."""
+        subsystems: list[Any] = [self._llm, self._sandbox, self._expression_sandbox, *self._memory.values()]
+        self._llm = self._sandbox = self._expression_sandbox = None
+        self._memory.clear()
+        for subsystem in subsystems:
+            if subsystem is not None:
+                await subsystem.aclose()

@@ -10,9 +10,10 @@ from typing import Any
 
 from ice_mcp.agents.definition import AgentDefinition
 from ice_mcp.agents.tools import AgentTool
+from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.service import LLMService
 from ice_mcp.llm.types import ChatRequest, Message
-from ice_mcp.nodes.base import NodeFailure, Usage
+from ice_mcp.types import Usage
 
 MAX_TOOL_RESULT_CHARS = 20_000
 Emit = Callable[..., None]
@@ -84,6 +85,7 @@ async def run_agent(
             on_retry=lambda attempt, error, wait: notify(
                 "agent_retrying", attempt=attempt, error=error.code, delay_seconds=wait
             ),
+            budget_left=left,
         )
         result.iterations = iteration
         result.usage.add(completion.usage)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ice_mcp.llm.types import ToolSpec
-from ice_mcp.nodes.base import NodeResult, Usage
-from ice_mcp.tools.registry import as_object
+from ice_mcp.tools.context import CURRENT_CALL, ToolCall
+from ice_mcp.tools.registry import ToolEntry, as_object
+from ice_mcp.types import NodeResult, Usage
 
 Invoke = Callable[[dict[str, Any]], Awaitable["ToolOutcome"]]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -51,13 +53,15 @@ def object_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
     return schema
 
 
-def registry_tool(entry: Any) -> AgentTool:
-    """A registry `ToolEntry` as an agent tool. `call` keeps a metered tool's `NodeResult`
-    (its spend); `invoke` is the fallback for entries without one."""
-    method = getattr(entry, "call", None) or entry.invoke
+def registry_tool(entry: ToolEntry, caller: ToolCall | None = None) -> AgentTool:
+    """A registry tool as an agent tool; a metered tool's `NodeResult` keeps its spend. With `caller`
+    (the agent node's attempt), each call's tool sees its own ToolCall (`.../<tool>#<n>`)."""
+    counter = itertools.count(1)
 
     async def invoke(arguments: dict[str, Any]) -> ToolOutcome:
-        result = await method(arguments)
+        if caller is not None:
+            CURRENT_CALL.set(replace(caller, node_path=f"{caller.node_path}/{entry.name}#{next(counter)}"))
+        result = await entry.call(arguments)
         if isinstance(result, NodeResult):  # a metered tool reports its own spend
             return ToolOutcome(as_object(result.output), result.cost_usd, result.usage)
         return ToolOutcome(as_object(result))

@@ -28,6 +28,10 @@ class CostEstimate(BaseModel):
     usd_max: float | None = 0.0
 
     def __add__(self, other: CostEstimate) -> CostEstimate:
+        if other.is_zero:
+            return self
+        if self.is_zero:
+            return other
         return CostEstimate(
             llm_calls_min=self.llm_calls_min + other.llm_calls_min,
             llm_calls_max=_add(self.llm_calls_max, other.llm_calls_max),
@@ -57,6 +61,11 @@ class CostEstimate(BaseModel):
     def is_free(self) -> bool:
         return self.llm_calls_max == 0
 
+    @property
+    def is_zero(self) -> bool:
+        """Nothing at all (estimates are never changed in place, so sums may share it)."""
+        return self.llm_calls_max == 0 and self.llm_calls_min == 0 and self.usd_max == 0 and self.usd_min == 0
+
 
 def _add(a: N | None, b: N | None) -> N | None:
     return None if a is None or b is None else a + b
@@ -70,6 +79,9 @@ def _mul(a: N | None, n: int | None) -> N | None:
 
 def _max(a: N | None, b: N | None) -> N | None:
     return None if a is None or b is None else max(a, b)
+
+
+FREE = CostEstimate()  # what a node that calls no model costs
 
 
 class ValidationReport(BaseModel):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp.blueprint.issues import ValidationIssue
 
 if TYPE_CHECKING:
-    from ice_mcp.services import Settings
+    from ice_mcp.settings import Settings
 
 TEMPLATE_MARKERS = ("{{", "{%", "{#")
 VALUE_OVERHEAD = 2  # what a value costs beyond its text, like JSON quotes, a comma or a colon

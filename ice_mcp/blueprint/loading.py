@@ -161,7 +161,7 @@ def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any],
     A document over `limits` is refused with one `blueprint_too_large` issue before any model is built.
     """
     if isinstance(source, Blueprint):
-        return Parsed(source, source.to_dict(), list(source.nodes))
+        return Parsed(source, {}, list(source.nodes))  # a model is valid already: no raw document needed
     try:
         raw = read_document(source)
     except IceError as exc:

@@ -10,33 +10,27 @@ from __future__ import annotations
 import graphlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
+from ice_mcp.blueprint.issues import FREE, CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.loading import Unparsed
 from ice_mcp.blueprint.models import (
-    AgentNode,
     Blueprint,
     ConditionNode,
     LoopNode,
     NodeBase,
     ParallelNode,
     RecursiveNode,
-    ToolNode,
-    WorkflowNode,
 )
 from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
+from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
-from ice_mcp.engine.templates import (
-    Compiled,
-    TemplateCompileError,
-    compile_expression,
-    compile_value,
-)
-from ice_mcp.nodes import unavailable_reason
-from ice_mcp.nodes.base import NodeType
-from ice_mcp.services import Services
+from ice_mcp.engine.templates import Compiled, compile_expression, compile_value
+from ice_mcp.errors import TemplateCompileError
+
+if TYPE_CHECKING:
+    from ice_mcp.services import Services
 
 RUN_NAMES = frozenset({"inputs", "global"})
 LLM_TYPES = frozenset({"llm", "agent"})
@@ -51,17 +45,49 @@ class ScopeResult:
     estimate: CostEstimate
 
 
+def _acyclic(deps: Mapping[str, tuple[str, ...]]) -> bool:
+    """Kahn's algorithm: True when every node can be ordered after its dependencies."""
+    waiting = {node: len(node_deps) for node, node_deps in deps.items()}
+    dependents: dict[str, list[str]] = {}
+    for node, node_deps in deps.items():
+        for dep in node_deps:
+            dependents.setdefault(dep, []).append(node)
+    ready = [node for node, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        node = ready.pop()
+        done += 1
+        for dependent in dependents.get(node, ()):
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    return done == len(waiting)
+
+
+def declared_properties(schema: Any) -> Mapping[str, Any] | None:
+    """The properties an inputs schema allows, or None when it allows others too (or cannot say)."""
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
+        return None
+    if schema.get("additionalProperties", False) is not False or any(
+            key in schema for key in ("patternProperties", "allOf", "anyOf", "oneOf", "$ref", "if")):
+        return None
+    return schema["properties"]
+
+
 class Compiler:
-    def __init__(self, services: Services, node_types: Mapping[str, NodeType]) -> None:
+    """One compilation. Node types come from the orchestrator (with why known ones are unavailable here);
+    each type's `check` and `estimate` see the orchestrator's services through this object."""
+
+    def __init__(self, services: Services, node_types: Mapping[str, NodeType],
+                 unavailable: Mapping[str, str] | None = None) -> None:
         self.services = services
         self.node_types = node_types
+        self.unavailable = unavailable or {}
         self.issues: list[ValidationIssue] = []
         self.warnings: list[ValidationIssue] = []
         self.left_out = 0
-
-    @property
-    def registry(self) -> Any:
-        return self.services.registry
+        self.declared_inputs: Mapping[str, Any] | None = None  # set when the blueprint lists its inputs
+        self.templates: Mapping[str, Compiled] = {}  # the compiled fields of the node being checked
 
     def issue(self, code: str, message: str, node_id: str | None = None, field: str | None = None,
               suggestion: str | None = None) -> None:
@@ -87,6 +113,8 @@ class Compiler:
         max_parallel: int,
     ) -> tuple[Plan | None, CostEstimate]:
         validator = self._inputs_validator(inputs_schema)
+        self.declared_inputs = declared_properties(inputs_schema) if blueprint is None or "inputs" in \
+            blueprint.model_fields_set else None
         top = self.compile_scope(nodes, outer=RUN_NAMES, local_vars=frozenset(), max_parallel=max_parallel)
         compiled_outputs = None
         if isinstance(outputs, Mapping):
@@ -98,7 +126,8 @@ class Compiler:
                                                message=f"{self.left_out} more problems are not listed"))
         if self.issues or blueprint is None or top.graph is None or validator is None:
             return None, top.estimate
-        return Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate), top.estimate
+        plan = Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate, self.declared_inputs)
+        return plan, top.estimate
 
     def _inputs_validator(self, schema: Any) -> Any:
         if not isinstance(schema, Mapping):
@@ -138,9 +167,9 @@ class Compiler:
             self.issue("duplicate_id", f"node id {var!r} hides the variable of the same name", var, "id")
         visible = outer | local_vars | local_ids
 
-        gates: dict[str, list[tuple[str, bool]]] = {i: [] for i in ids}
+        gates: dict[str, list[tuple[str, bool]]] = {}  # only gated nodes have an entry
         for spec in specs:
-            if isinstance(spec, ConditionNode):
+            if spec.type == "condition" and isinstance(spec, ConditionNode):
                 for field, branch in (("true_path", True), ("false_path", False)):
                     for target in getattr(spec, field):
                         if target not in local_ids:
@@ -149,12 +178,12 @@ class Compiler:
                         elif target == spec.id:
                             self.issue("cycle", "a condition cannot gate itself", spec.id, field)
                         else:
-                            gates[target].append((spec.id, branch))
+                            gates.setdefault(target, []).append((spec.id, branch))
 
         free: set[str] = set()
         deps: dict[str, tuple[str, ...]] = {}
         plan_nodes: dict[str, PlanNode] = {}
-        estimate = CostEstimate()
+        estimate = FREE
         for spec in specs:
             node_deps: set[str] = set()
             for dep in spec.dependencies:
@@ -165,8 +194,10 @@ class Compiler:
                                "dependencies", self.suggest(dep, local_ids))
                 else:
                     node_deps.add(dep)
-            node_deps.update(cond for cond, _ in gates.get(spec.id, ()))
-            if isinstance(spec, Unparsed):
+            gated = gates.get(spec.id)
+            if gated:
+                node_deps.update(cond for cond, _ in gated)
+            if type(spec) is Unparsed:
                 deps[spec.id] = tuple(sorted(node_deps))
                 continue
             built = self._node(spec, visible, outer)
@@ -180,8 +211,8 @@ class Compiler:
                     free.add(name)
             deps[spec.id] = tuple(sorted(node_deps, key=position.__getitem__))
             node_estimate = built[2]
-            if gates.get(spec.id):
-                node_estimate = node_estimate.widen(CostEstimate())
+            if gated:
+                node_estimate = node_estimate.widen(FREE)
             estimate = estimate + node_estimate
             if built[0] is not None:
                 built[0].deps = deps[spec.id]
@@ -201,7 +232,9 @@ class Compiler:
         return ScopeResult(graph, free, estimate)
 
     def _check_cycles(self, deps: Mapping[str, tuple[str, ...]]) -> None:
-        try:
+        if _acyclic(deps):
+            return
+        try:  # graphlib names the cycle
             graphlib.TopologicalSorter(deps).prepare()
         except graphlib.CycleError as exc:
             cycle = exc.args[1]
@@ -213,15 +246,12 @@ class Compiler:
               ) -> tuple[PlanNode | None, set[str], CostEstimate]:
         node_type = self.node_types.get(spec.type)
         if node_type is None:
-            reason = unavailable_reason(spec.type)
+            reason = self.unavailable.get(spec.type)
             self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation"
                        + (f" ({reason})" if reason else ""), spec.id, "type")
-        if isinstance(spec, RecursiveNode) and spec.agent and "agent" not in self.node_types:
-            self.issue("unavailable_node_type", "agent nodes are not available in this installation", spec.id, "agent")
         names: set[str] = set()
         templates: dict[str, Compiled] = {}
         subgraphs: dict[str, Graph] = {}
-        estimate = CostEstimate()
 
         extra = self._container_vars(spec)
         for field in spec.template_fields:
@@ -232,14 +262,14 @@ class Compiler:
             compiled, used = self._template(value, scope, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
-            names |= used - extra
+            names |= used - extra if extra else used
         for field in spec.expression_fields:
             compiled, used = self._expression(getattr(spec, field), visible | extra, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
             names |= used - extra
 
-        sub_estimate = CostEstimate()
+        sub_estimate = FREE
         inner_ids: set[str] = set()
         for key, body in self._bodies(spec):
             result = self.compile_scope(body, outer=visible, local_vars=extra,
@@ -249,7 +279,7 @@ class Compiler:
             sub_estimate = sub_estimate + result.estimate if isinstance(spec, ParallelNode) else result.estimate
             if result.graph is not None:
                 subgraphs[key] = result.graph
-        output = getattr(spec, "output", None)
+        output = getattr(spec, "output", None) if "output" in spec.template_fields else None
         if output is not None:
             # A container's `output` picks the result inside each sub-graph's own scope.
             compiled, used = self._template(output, visible | extra | inner_ids, spec.id, "output")
@@ -259,12 +289,14 @@ class Compiler:
                     graph.output = compiled
             names |= used - extra - inner_ids
 
-        estimate = self._estimate(spec, node_type, sub_estimate)
-        self._check_registry(spec)
-        if node_type is not None and node_type.check is not None:
-            self.issues.extend(node_type.check(spec, self))  # type: ignore[arg-type]
         if node_type is None:
+            estimate = CostEstimate(llm_calls_min=1, llm_calls_max=1) if spec.type in LLM_TYPES else sub_estimate
             return None, names, estimate
+        estimate = sub_estimate if node_type.estimate is None else node_type.estimate(spec, self, sub_estimate)  # type: ignore[arg-type]
+        if node_type.check is not None:
+            self.templates = templates
+            for issue in node_type.check(spec, self):  # type: ignore[arg-type]
+                self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
         plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs)  # type: ignore[arg-type]
         return plan_node, names, estimate
 
@@ -278,6 +310,8 @@ class Compiler:
 
     @staticmethod
     def _bodies(spec: NodeBase) -> list[tuple[str, Sequence[Any]]]:
+        if not spec.subgraph_fields:
+            return []
         if isinstance(spec, LoopNode | RecursiveNode) and spec.body:
             return [("body", spec.body)]
         if isinstance(spec, ParallelNode):
@@ -292,6 +326,8 @@ class Compiler:
             self.issue(exc.code, f"{field}: {exc}", node_id, field)
             return None, set()
         self._check_names(compiled.names, visible, node_id, field)
+        if self.declared_inputs is not None:
+            self._check_inputs(compiled.input_keys, node_id, field)
         return compiled, set(compiled.names)
 
     def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
@@ -302,73 +338,22 @@ class Compiler:
             self.issue("expression_syntax", f"{field}: {exc}", node_id, field)
             return None, set()
         self._check_names(compiled.names, visible, node_id, field)
+        if self.declared_inputs is not None:
+            self._check_inputs(compiled.input_keys, node_id, field)
         return compiled, set(compiled.names)
 
     def _check_names(self, names: frozenset[str], visible: frozenset[str], node_id: str | None, field: str) -> None:
+        if names <= visible:
+            return
         for name in sorted(names - visible):
             self.issue("unknown_reference", f"{field} reads {name!r}, which is no node, input or variable here",
                        node_id, field, self.suggest(name, visible))
 
-    def _check_registry(self, spec: NodeBase) -> None:
-        registry = self.registry
-        if isinstance(spec, ToolNode):
-            entry = registry.tools.get(spec.tool_name)
-            if entry is None:
-                self.issue("unknown_tool", f"no tool named {spec.tool_name!r}", spec.id, "tool_name",
-                           self.suggest(spec.tool_name, registry.tools))
-            else:
-                self._check_tool_args(spec, entry.input_schema)
-        if isinstance(spec, WorkflowNode | RecursiveNode) and spec.workflow_ref \
-                and spec.workflow_ref not in registry.workflows:
-            self.issue("unknown_workflow", f"no workflow named {spec.workflow_ref!r}", spec.id, "workflow_ref",
-                       self.suggest(spec.workflow_ref, registry.workflows))
-        agent_name = spec.agent if isinstance(spec, AgentNode | RecursiveNode) else None
-        if isinstance(agent_name, str) and agent_name not in registry.agents:
-            self.issue("unknown_agent", f"no agent named {agent_name!r}", spec.id, "agent",
-                       self.suggest(agent_name, registry.agents))
-        if isinstance(spec, AgentNode) and not isinstance(spec.agent, str):
-            for name in spec.agent.tools:
-                if name not in registry.tools:
-                    self.issue("unknown_tool", f"agent tool {name!r} is not registered", spec.id, "agent.tools",
-                               self.suggest(name, registry.tools))
-            for name in spec.agent.workflows:
-                if name not in registry.workflows:
-                    self.issue("unknown_workflow", f"agent workflow {name!r} is not registered", spec.id,
-                               "agent.workflows", self.suggest(name, registry.workflows))
-
-    def _check_tool_args(self, spec: ToolNode, schema: Mapping[str, Any]) -> None:
-        properties = schema.get("properties", {})
-        for key in spec.tool_args:
-            if key not in properties:
-                self.issue("invalid_tool_args", f"tool {spec.tool_name!r} has no argument {key!r}", spec.id,
-                           f"tool_args.{key}", self.suggest(key, properties))
-        for key in schema.get("required", []):
-            if key not in spec.tool_args:
-                self.issue("invalid_tool_args", f"tool {spec.tool_name!r} needs argument {key!r}", spec.id,
-                           "tool_args")
-
-    def _estimate(self, spec: NodeBase, node_type: NodeType | None, sub: CostEstimate) -> CostEstimate:
-        if node_type is not None and node_type.estimate is not None:
-            return node_type.estimate(spec, self.services)  # type: ignore[arg-type]
-        if spec.type in LLM_TYPES:
-            return CostEstimate(llm_calls_min=1, llm_calls_max=1)
-        if isinstance(spec, LoopNode):
-            return sub.times(0, spec.max_iterations)
-        if isinstance(spec, ParallelNode):
-            return sub
-        if isinstance(spec, RecursiveNode):
-            if spec.agent:
-                return CostEstimate(llm_calls_min=1, llm_calls_max=None, usd_max=None).times(1, spec.max_iterations)
-            if spec.workflow_ref:
-                sub = self._workflow_estimate(spec.workflow_ref)
-            return sub.times(1, spec.max_iterations)
-        if isinstance(spec, WorkflowNode):
-            return self._workflow_estimate(spec.workflow_ref)
-        return CostEstimate()
-
-    def _workflow_estimate(self, name: str) -> CostEstimate:
-        entry = self.registry.workflows.get(name)
-        plan = getattr(entry, "plan", None)
-        if plan is not None:
-            return plan.estimate
-        return CostEstimate()
+    def _check_inputs(self, keys: frozenset[str], node_id: str | None, field: str) -> None:
+        """`inputs.x` must name an input the blueprint declares (when it declares them)."""
+        declared = self.declared_inputs
+        if declared is None or not keys:
+            return
+        for key in sorted(keys - declared.keys()):
+            self.issue("unknown_input", f"{field} reads inputs.{key}, which the blueprint's `inputs` does not declare",
+                       node_id, field, self.suggest(key, declared))

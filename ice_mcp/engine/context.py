@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.engine.events import EventLog
-from ice_mcp.errors import IceError
-from ice_mcp.nodes.base import Usage
+from ice_mcp.errors import IceError, NodeFailure, RunStopped
+from ice_mcp.types import Usage
 
 if TYPE_CHECKING:
     from ice_mcp.engine.journal import Replay
@@ -21,16 +20,9 @@ if TYPE_CHECKING:
     from ice_mcp.services import Services
 
 Sleep = Callable[[float], Awaitable[Any]]
-
-
-class RunStopped(Exception):
-    """Stops the whole run (budget reached) through every level of nesting."""
-
-    def __init__(self, status: str, message: str, spend: Spend | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.spend = spend  # the budget that was reached
+# A registered workflow's compiled plan by name (raises UnknownName): the orchestrator's catalogue,
+# handed to each run so the engine never looks workflows up itself.
+WorkflowPlans = Callable[[str], "Plan"]
 
 
 @dataclass(slots=True)
@@ -78,11 +70,6 @@ def check_fits(estimate: CostEstimate, spend: Spend | None, what: str) -> None:
                        code="over_budget", details={"estimate_usd_max": estimate.usd_max, "remaining_usd": left})
 
 
-# The spend (run, then network and caller above it) of the node running in this task; LLM calls
-# check their upper-bound cost against it before they are made.
-CURRENT_SPEND: ContextVar[Spend | None] = ContextVar("ice_mcp_spend", default=None)
-
-
 @dataclass(slots=True)
 class SubgraphResult:
     output: Any
@@ -93,7 +80,7 @@ class SubgraphResult:
 
 
 class GraphRunner:
-    """What RunContext needs from the runner (kept abstract to avoid an import cycle)."""
+    """What RunContext needs from the runner (the runner module builds on this one)."""
 
     async def run_graph(self, graph: Graph, scope: Scope, ctx: RunContext) -> SubgraphResult:
         raise NotImplementedError
@@ -109,6 +96,7 @@ class RunContext:
     events: EventLog
     spend: Spend
     runner: GraphRunner
+    workflows: WorkflowPlans
     sleep: Sleep = asyncio.sleep
     depth: int = 0
     path: str = ""
@@ -129,16 +117,10 @@ class RunContext:
 
     async def run_workflow(self, name: str, inputs: dict[str, Any], *, label: str | None = None) -> SubgraphResult:
         """Run a registered workflow inside this run (depth-limited); its nodes charge this run."""
-        from ice_mcp.engine.workflows import (
-            plan_for,  # the registry lookup lives with the workflows
-        )
-
         limit = self.services.settings.max_workflow_depth
         if self.depth + 1 > limit:
-            from ice_mcp.nodes.base import NodeFailure
-
             raise NodeFailure(f"workflow nesting deeper than {limit} levels (calling {name!r})", code="max_depth",
                               retryable=False)
-        plan = plan_for(self.services, name)
+        plan = self.workflows(name)
         child = replace(self.nested(label or name), depth=self.depth + 1)
         return await self.runner.run_workflow(plan, inputs, child)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 # Outcomes a replay reuses; `cancelled` is not one: such a node runs again.
 FINISHED = {"node_succeeded": "succeeded", "node_failed": "failed", "node_skipped": "skipped"}

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.blueprint.issues import nearest
 from ice_mcp.engine.scheduler import GraphShape
 
 if TYPE_CHECKING:
@@ -14,8 +15,8 @@ if TYPE_CHECKING:
 
     from ice_mcp.blueprint.issues import CostEstimate
     from ice_mcp.blueprint.models import Blueprint, NodeSpec
+    from ice_mcp.engine.executor import NodeExecutor
     from ice_mcp.engine.templates import Compiled
-    from ice_mcp.nodes.base import NodeExecutor
 
 CONTAINER_TYPES = frozenset({"loop", "parallel", "recursive", "workflow"})
 MAX_INPUT_PROBLEMS = 20  # a huge invalid input would otherwise build one error per bad element
@@ -50,6 +51,14 @@ class Graph:
     max_parallel: int
     output: Compiled | None = None
 
+    def prepare(self) -> None:
+        """Generate the code of every template in this graph and the graphs inside it."""
+        for node in self.nodes.values():
+            for template in node.templates.values():
+                template.prepare()
+            for subgraph in node.subgraphs.values():
+                subgraph.prepare()
+
     def sink_output(self, outputs: dict[str, Any]) -> Any:
         """A sub-graph's result: its only sink's output, or an object keyed by sink id."""
         if len(self.sinks) == 1:
@@ -64,20 +73,44 @@ class Plan:
     outputs: Compiled | None
     inputs_validator: Validator
     estimate: CostEstimate
+    # The inputs a caller may pass, when the blueprint lists them (others are refused as typos).
+    declared_inputs: Mapping[str, Any] | None = None
+    version: int | None = None  # registered at run time: its version in the run store
+    document: dict[str, Any] | None = None  # the blueprint as JSON, as the run store keeps it (made once)
 
     @property
     def name(self) -> str:
         return self.blueprint.name
 
+    def prepare(self) -> Plan:
+        """Generate the code of every template now, rather than at its first render: for a server,
+        in a worker thread, so the event loop never does it."""
+        self.graph.prepare()
+        if self.outputs is not None:
+            self.outputs.prepare()
+        return self
+
+    def source(self) -> dict[str, Any]:
+        """The blueprint as a JSON document (what a resumed run compiles again)."""
+        if self.document is None:
+            self.document = self.blueprint.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return self.document
+
     def prepare_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
-        """The inputs with top-level schema defaults filled in, and the schema violations (the first 20)."""
+        """The inputs with top-level schema defaults filled in, and the problems (the first 20): schema
+        violations, and inputs the blueprint does not declare (with the nearest one it does)."""
         filled = dict(inputs)
+        declared = self.declared_inputs
+        problems = [] if declared is None else [
+            {"path": key, "message": "unknown input" + (f"; did you mean {hint!r}?" if hint else "")}
+            for key, hint in ((key, nearest(key, declared)) for key in filled if key not in declared)
+        ][:MAX_INPUT_PROBLEMS]
         for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
             if key not in filled and isinstance(prop, Mapping) and "default" in prop:
                 filled[key] = prop["default"]
         if self.inputs_validator.is_valid(filled):
-            return filled, []
+            return filled, problems
         found = itertools.islice(self.inputs_validator.iter_errors(filled), MAX_INPUT_PROBLEMS)
         errors = sorted(found, key=lambda e: list(e.path))
-        problems = [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
+        problems += [{"path": "/".join(map(str, e.path)) or "(inputs)", "message": e.message} for e in errors]
         return filled, problems

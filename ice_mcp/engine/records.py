@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 
 def iso(ts: float | None) -> str | None:
@@ -73,6 +73,18 @@ class RunRecord:
             **({"workflow_version": self.workflow_version} if self.workflow_version is not None else {}),
             **({"retry_of": self.retry_of} if self.retry_of is not None else {}),
         }
+
+    def summary(self) -> dict[str, Any]:
+        """The few fields a list of runs shows."""
+        return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,
+                "started_at": iso(self.started_at),
+                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3)}
+
+    def envelope(self) -> dict[str, Any]:
+        """What a tool call answers: `{run_id, status, outputs, error, cost_usd, duration_ms}`."""
+        return {"run_id": self.run_id, "status": self.status, "outputs": self.outputs, "error": self.error,
+                "cost_usd": self.cost_usd,
+                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:

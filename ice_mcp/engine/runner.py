@@ -11,37 +11,15 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ice_mcp.engine.context import (
-    CURRENT_SPEND,
-    GraphRunner,
-    RunContext,
-    RunStopped,
-    Spend,
-    SubgraphResult,
-)
+from ice_mcp.engine.context import GraphRunner, RunContext, Spend, SubgraphResult
+from ice_mcp.engine.executor import NodeCall
 from ice_mcp.engine.journal import NodeOutcome
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.records import NodeRecord, RunRecord
 from ice_mcp.engine.scheduler import Scheduler
 from ice_mcp.engine.templates import Scope
-from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, Usage
-
-
-class GraphFailed(NodeFailure):
-    """A node failed with `on_error: fail`: the graph stopped. Names the node."""
-
-    def __init__(self, node_id: str, error: dict[str, Any]) -> None:
-        # Failures nested in sub-graphs and sub-workflows: name the path and the root cause once.
-        path, cause = [node_id], error
-        while cause.get("code") == "node_failed" and isinstance(cause.get("details"), dict):
-            path.append(str(cause["details"].get("node_id")))
-            cause = cause["details"].get("error") or {}
-        where = " > ".join(path)
-        super().__init__(f"node {where!r} failed: {cause.get('message', '')}", code="node_failed",
-                         retryable=False,
-                         details={"node_id": node_id, "path": path, "cause": cause, "error": error})
-        self.node_id = node_id
-        self.error = error
+from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
+from ice_mcp.types import NodeResult, Usage
 
 
 def backoff_delay(kind: str, first: float, attempt: int) -> float:
@@ -57,6 +35,9 @@ def failure_of(exc: BaseException) -> NodeFailure:
     """Any exception from a node, as a NodeFailure the user can read (never a traceback)."""
     if isinstance(exc, NodeFailure):
         return exc
+    if isinstance(exc, IceError):  # keeps its code; retried only when it says another attempt may help
+        return NodeFailure(exc.message, code=exc.code, retryable=bool(getattr(exc, "retryable", False)),
+                           details=exc.details)
     return NodeFailure(f"{type(exc).__name__}: {exc}", code="node_error", details={"type": type(exc).__name__})
 
 
@@ -134,7 +115,6 @@ class Runner(GraphRunner):
     async def run_node(self, node: PlanNode, scope: Scope, ctx: RunContext, record: NodeRecord) -> NodeResult:
         """All attempts of one node: retries with backoff, a timeout per attempt."""
         spec = node.spec
-        CURRENT_SPEND.set(ctx.spend)  # this node task's own context
         attempt = 0
         if ctx.replay is not None:
             # Resumed: the node in flight goes on at the attempt it had reached (same idempotency key);

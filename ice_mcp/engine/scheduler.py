@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
@@ -33,7 +33,7 @@ TERMINAL = frozenset({NodeState.SUCCEEDED, NodeState.FAILED, NodeState.SKIPPED, 
 class GraphShape:
     """The graph as the scheduler sees it: ids in declared order, edges, gates, failure policy.
 
-    `gates[n]` lists (condition id, branch): n runs only if each condition took that branch.
+    `gates[n]` lists (condition id, branch): n runs only if each condition took that branch (no entry: no gate).
     `on_error[n]`: `fail` stops the graph, `continue` lets dependents run, and
     `skip_dependents` skips what depends on n while the rest goes on.
     """
@@ -42,6 +42,17 @@ class GraphShape:
     deps: Mapping[str, tuple[str, ...]]
     gates: Mapping[str, tuple[tuple[str, bool], ...]]
     on_error: Mapping[str, OnError]
+    # Derived once per graph, not per run: what depends on each node, and how many each waits for.
+    dependents: Mapping[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    waiting: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        dependents: dict[str, list[str]] = {}
+        for node in self.order:
+            for dep in self.deps[node]:
+                dependents.setdefault(dep, []).append(node)
+        object.__setattr__(self, "dependents", {node: tuple(found) for node, found in dependents.items()})
+        object.__setattr__(self, "waiting", {node: len(self.deps[node]) for node in self.order})
 
 
 class Scheduler:
@@ -53,12 +64,9 @@ class Scheduler:
         self.failed_node: str | None = None
         self.stopped = False
         self._running = 0
-        self._waiting_on = {node: len(shape.deps[node]) for node in shape.order}
+        self._waiting_on = dict(shape.waiting)
         self._blocked: set[str] = set()
-        self._dependents: dict[str, list[str]] = {node: [] for node in shape.order}
-        for node in shape.order:
-            for dep in shape.deps[node]:
-                self._dependents[dep].append(node)
+        self._dependents = shape.dependents
         self._ready: deque[str] = deque()
         self._initially_skipped: list[str] = []
         for node in shape.order:
@@ -106,7 +114,7 @@ class Scheduler:
             self.stopped = True
             return []
         if policy == "skip_dependents":
-            self._blocked.update(self._dependents[node])
+            self._blocked.update(self._dependents.get(node, ()))
         return self._release(node)
 
     def stop(self) -> list[str]:
@@ -134,7 +142,7 @@ class Scheduler:
         finals = [node]
         while finals:
             final = finals.pop()
-            for dependent in self._dependents[final]:
+            for dependent in self._dependents.get(final, ()):
                 self._waiting_on[dependent] -= 1
                 if self._waiting_on[dependent] == 0 and self._skips(dependent):
                     skipped.append(dependent)
@@ -144,12 +152,13 @@ class Scheduler:
     def _skips(self, node: str) -> bool:
         """Decide a node whose dependencies are final: skipped (True) or ready (False)."""
         deps: Sequence[str] = self.shape.deps[node]
-        gate_closed = any(self.branch_taken.get(cond) is not branch for cond, branch in self.shape.gates[node])
+        gates = self.shape.gates.get(node)
+        gate_closed = gates is not None and any(self.branch_taken.get(cond) is not branch for cond, branch in gates)
         all_deps_skipped = bool(deps) and all(self.states[d] is NodeState.SKIPPED for d in deps)
         if gate_closed or node in self._blocked or all_deps_skipped:
             self.states[node] = NodeState.SKIPPED
             if node in self._blocked:
-                self._blocked.update(self._dependents[node])
+                self._blocked.update(self._dependents.get(node, ()))
             return True
         self._ready.append(node)
         return False

@@ -18,13 +18,24 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import ChainableUndefined, Undefined, meta, nodes
+from jinja2 import ChainableUndefined, Undefined, nodes
 from jinja2.compiler import CodeGenerator, Frame
-from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.environment import TemplateExpression
+from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
 from jinja2.filters import ignore_case, make_attrgetter, make_multi_attrgetter
+from jinja2.lexer import (
+    TokenStream,
+    float_re,
+    integer_re,
+    name_re,
+    operator_re,
+    string_re,
+    whitespace_re,
+)
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure, TemplateCompileError
 
 MAX_SOURCE_CHARS = 64 * 1024
 MAX_OUTPUT_CHARS = 1024 * 1024
@@ -50,14 +61,6 @@ class TemplateFailure(NodeFailure):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         details = {"template": source[:200]} if source else None
         super().__init__(message, code="template_error", retryable=False, details=details)
-
-
-class TemplateCompileError(ValueError):
-    """A template or expression that cannot be compiled; `code` is the validation code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # --- sizes: predicted from operands, before anything is built -------------------------------
@@ -572,9 +575,16 @@ class Scope:
 
 
 class Compiled:
-    """A blueprint value compiled once: `render(scope)` gives its value for one run."""
+    """A blueprint value compiled once: `render(scope)` gives its value for one run.
+
+    `names` are the names it reads; `input_keys` the keys of `inputs` it reads by name.
+    """
 
     names: frozenset[str] = frozenset()
+    input_keys: frozenset[str] = frozenset()
+
+    def prepare(self) -> None:
+        """Generate whatever code rendering needs, ahead of the first render (in a worker thread, say)."""
 
     def render(self, scope: Scope) -> Any:
         raise NotImplementedError
@@ -609,13 +619,28 @@ class Constant(Compiled):
 
 @dataclass(slots=True)
 class Expression(Compiled):
-    """A lone `{{ expr }}` or a bare expression: keeps the value's type."""
+    """A lone `{{ expr }}` or a bare expression: keeps the value's type.
+
+    Compiling checks and parses it; its Python code is generated on first use (or by `prepare`),
+    since generating code costs several times what checking does.
+    """
 
     source: str
     function: Any
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
+    tree: nodes.Expr | None = None  # kept until the code is generated
+
+    def prepare(self) -> None:
+        if self.function is None and self.tree is not None:
+            body = [nodes.Assign(nodes.Name("result", "store"), self.tree, lineno=1)]
+            with _render_errors(f"expression {self.source!r}", self.source):
+                self.function = TemplateExpression(ENV.from_string(nodes.Template(body, lineno=1)), False)
+            self.tree = None
 
     def render(self, scope: Scope) -> Any:
+        if self.function is None:
+            self.prepare()
         with _render_errors(f"expression {self.source!r}", self.source), _budgeted():
             value = self.function(**scope.select(self.names))
             if isinstance(value, ChainableUndefined):
@@ -649,16 +674,56 @@ class Text(Compiled):
     source: str
     template: Any
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
+    tree: nodes.Template | None = None  # kept until the code is generated (first use, or `prepare`)
+
+    def prepare(self) -> None:
+        if self.template is None and self.tree is not None:
+            with _render_errors("template", self.source):
+                self.template = ENV.from_string(self.tree)
+            self.tree = None
 
     def render(self, scope: Scope) -> Any:
+        if self.template is None:
+            self.prepare()
         with _render_errors("template", self.source), _budgeted():
             return self.template.render(scope.select(self.names))  # each piece sized by _finalize
+
+
+@dataclass(slots=True)
+class PathText(Compiled):
+    """Text whose every `{{ }}` is a plain path (`{{ inputs.x }}-{{ a.b[0] }}`): rendered as Jinja would
+    (a missing value as nothing, anything else as `str()`), without a Jinja template."""
+
+    source: str
+    pieces: tuple[str | PathExpression, ...]
+    names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
+
+    def render(self, scope: Scope) -> Any:
+        values: list[Any] = []
+        size = 0
+        with _render_errors("template", self.source):
+            for piece in self.pieces:
+                value = piece if isinstance(piece, str) else piece.resolve(scope)
+                if value is _MISSING:
+                    continue
+                size += _text_size(value, MAX_OUTPUT_CHARS - size + 1)
+                if size > MAX_OUTPUT_CHARS:
+                    raise SecurityError(f"template output longer than {MAX_OUTPUT_CHARS} characters")
+                values.append(value)
+            return "".join(value if type(value) is str else str(value) for value in values)
 
 
 @dataclass(slots=True)
 class MappingValue(Compiled):
     items: dict[str, Compiled]
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
+
+    def prepare(self) -> None:
+        for value in self.items.values():
+            value.prepare()
 
     def render(self, scope: Scope) -> Any:
         return {key: value.render(scope) for key, value in self.items.items()}
@@ -668,53 +733,141 @@ class MappingValue(Compiled):
 class SequenceValue(Compiled):
     items: list[Compiled]
     names: frozenset[str]
+    input_keys: frozenset[str] = frozenset()
+
+    def prepare(self) -> None:
+        for value in self.items:
+            value.prepare()
 
     def render(self, scope: Scope) -> Any:
         return [value.render(scope) for value in self.items]
 
 
-def _parse(source: str, code: str) -> nodes.Template:
+# Jinja's expression rules, in Jinja's order, as one regex: one match per token instead of one per rule.
+_EXPRESSION_TOKEN = re.compile("|".join(f"(?P<{kind}>{regex.pattern})" for kind, regex in (
+    ("whitespace", whitespace_re), ("float", float_re), ("integer", integer_re), ("name", name_re),
+    ("string", string_re), ("operator", operator_re))), re.IGNORECASE | re.VERBOSE | re.DOTALL)
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def _expression_tokens(source: str) -> list[tuple[int, str, str]] | None:
+    """The raw tokens Jinja's lexer yields for a bare expression, scanned in one regex per token; None
+    for anything unusual (an end tag, a carriage return, unbalanced brackets), which Jinja's lexer handles."""
+    if "\r" in source or "}}" in source:
+        return None
+    tokens: list[tuple[int, str, str]] = []
+    expected: list[str] = []
+    pos, lineno, end = 0, 1, len(source)
+    match = _EXPRESSION_TOKEN.match
+    while pos < end:
+        found = match(source, pos)
+        if found is None or found.end() == pos:
+            return None
+        kind, text = found.lastgroup or "", found.group()
+        if kind == "operator":
+            if text in _CLOSING:
+                expected.append(_CLOSING[text])
+            elif text in (")", "]", "}") and (not expected or expected.pop() != text):
+                return None
+        tokens.append((lineno, kind, text))
+        lineno += text.count("\n")
+        pos = found.end()
+    return tokens
+
+
+def _tokens(source: str, code: str, state: str | None) -> TokenStream:
+    """The source's tokens, lexed once; too many, or brackets nested too deep, are refused before the
+    (recursive) parser sees them."""
     if len(source) > MAX_SOURCE_CHARS:
         raise TemplateCompileError(code, f"longer than {MAX_SOURCE_CHARS} characters")
+    raw: list[tuple[int, str, str]] = []
+    depth = 0
+    scanned = _expression_tokens(source) if state == "variable" and len(source) < 4 * MAX_TOKENS else None
+    for count, token in enumerate(scanned if scanned is not None else ENV.lexer.tokeniter(source, None, None, state)):
+        if count >= MAX_TOKENS:
+            raise TemplateCompileError(code, f"more than {MAX_TOKENS} tokens")
+        raw.append(token)
+        if token[1] != "operator":
+            continue
+        if token[2] in ("(", "[", "{"):
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                raise TemplateCompileError(code, f"nested too deeply (more than {MAX_BRACKET_DEPTH} brackets)")
+        elif token[2] in (")", "]", "}"):
+            depth -= 1
+    return TokenStream(ENV.lexer.wrap(iter(raw)), None, None)
+
+
+@contextmanager
+def _syntax(code: str) -> Iterator[None]:
     try:
-        _check_tokens(source, code)
-        tree = ENV.parse(source)
+        yield
+    except TemplateCompileError:
+        raise
     except TemplateError as exc:
         raise TemplateCompileError(code, str(exc)) from exc
     except (RecursionError, MemoryError) as exc:
         raise TemplateCompileError(code, "nested too deeply") from exc
-    if _tree_depth(tree) > MAX_TREE_DEPTH:
-        raise TemplateCompileError(code, f"nested too deeply (more than {MAX_TREE_DEPTH} levels)")
+
+
+def _parse(source: str, code: str) -> nodes.Template:
+    """A template of `{{ }}` expressions (statement blocks refused)."""
+    with _syntax(code):
+        parser = Parser(ENV, "")
+        parser.stream = _tokens(source, code, None)
+        tree = parser.parse()
+    _only_expressions(tree, code)
     return tree
 
 
-def _check_tokens(source: str, code: str) -> None:
-    """Refuse too many tokens or deep bracket nesting, before the (recursive) parser sees them."""
-    depth = 0
-    for count, (_line, kind, value) in enumerate(ENV.lex(source)):
-        if count >= MAX_TOKENS:
-            raise TemplateCompileError(code, f"more than {MAX_TOKENS} tokens")
-        if kind != "operator":
-            continue
-        if value in ("(", "[", "{"):
-            depth += 1
-            if depth > MAX_BRACKET_DEPTH:
-                raise TemplateCompileError(code, f"nested too deeply (more than {MAX_BRACKET_DEPTH} brackets)")
-        elif value in (")", "]", "}"):
-            depth -= 1
+def _parse_expression(source: str) -> nodes.Expr:
+    """One bare expression, as Jinja's compile_expression reads it."""
+    with _syntax("expression_syntax"):
+        parser = Parser(ENV, "", state="variable")
+        parser.stream = _tokens(source, "expression_syntax", "variable")
+        expr = parser.parse_expression()
+        if not parser.stream.eos:
+            raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    return expr
 
 
-def _tree_depth(tree: nodes.Node) -> int:
-    """The depth of the parsed tree, walked without recursion (power towers are deep, not wide)."""
-    deepest, stack = 0, [(tree, 1)]
+@dataclass(slots=True)
+class _Reads:
+    """What a parsed template reads: free names, and the keys of `inputs` it reads by name."""
+
+    names: frozenset[str]
+    input_keys: frozenset[str]
+
+
+def _inspect(tree: nodes.Node, code: str) -> _Reads:
+    """One walk of the tree (without recursion): its depth, the names it reads, the `inputs` keys it reads,
+    and filters and tests it names that do not exist (errors Jinja would raise only when generating code)."""
+    names: set[str] = set()
+    keys: set[str] = set()
+    called: set[int] = set()  # `inputs.get(...)` is a method, not a key
+    stack: list[tuple[nodes.Node, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest > MAX_TREE_DEPTH:
-                break
+        if depth > MAX_TREE_DEPTH:
+            raise TemplateCompileError(code, f"nested too deeply (more than {MAX_TREE_DEPTH} levels)")
+        kind = type(node)
+        if kind is nodes.Name:
+            if node.ctx == "load":  # type: ignore[attr-defined]
+                names.add(node.name)  # type: ignore[attr-defined]
+        elif kind is nodes.Call:
+            called.add(id(node.node))  # type: ignore[attr-defined]
+        elif kind is nodes.Filter and node.name not in ENV.filters:  # type: ignore[attr-defined]
+            raise TemplateCompileError(code, f"No filter named {node.name!r}.")  # type: ignore[attr-defined]
+        elif kind is nodes.Test and node.name not in ENV.tests:  # type: ignore[attr-defined]
+            raise TemplateCompileError(code, f"No test named {node.name!r}.")  # type: ignore[attr-defined]
+        elif kind in (nodes.Getattr, nodes.Getitem) and id(node) not in called:
+            target = node.node  # type: ignore[attr-defined]
+            if type(target) is nodes.Name and target.name == "inputs":
+                key = node.attr if kind is nodes.Getattr else getattr(node.arg, "value", None)  # type: ignore[attr-defined]
+                if isinstance(key, str) and (kind is nodes.Getattr or type(node.arg) is nodes.Const):  # type: ignore[attr-defined]
+                    keys.add(key)
         stack.extend((child, depth + 1) for child in node.iter_child_nodes())
-    return deepest
+    return _Reads(frozenset(names) - RESERVED_NAMES, frozenset(keys))
 
 
 def _only_expressions(tree: nodes.Template, code: str) -> None:
@@ -725,8 +878,64 @@ def _only_expressions(tree: nodes.Template, code: str) -> None:
             )
 
 
-def _free_names(tree: nodes.Template) -> frozenset[str]:
-    return frozenset(meta.find_undeclared_variables(tree)) - RESERVED_NAMES
+_NO_NAMES: frozenset[str] = frozenset()
+_MISSING = object()  # a path that leads nowhere (a text template renders it as nothing)
+# Words the expression parser reads as constants or operators, never as names.
+_KEYWORDS = frozenset({"and", "or", "not", "in", "is", "if", "else", "true", "false", "none", "True", "False",
+                       "None", "recursive", "with", "without", "context", "import", "as", "from", "ignore",
+                       "missing", "scoped", "required", "pluck"})
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_PLAIN_PATH = re.compile(rf"\s*({_IDENTIFIER})((?:\.{_IDENTIFIER}|\[(?:0|[1-9][0-9]{{0,17}})\]"
+                         rf"|\['[^'\\]*'\]|\[\"[^\"\\]*\"\])*)\s*")
+_PATH_STEP = re.compile(rf"\.({_IDENTIFIER})|\[(?:([0-9]+)|'([^']*)'|\"([^\"]*)\")\]")
+_TAG = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+
+
+def _plain_path(source: str) -> PathExpression | None:
+    """`a.b[0]['c']` read straight from the text, as the parser would read it; None for anything else."""
+    match = _PLAIN_PATH.fullmatch(source)
+    if match is None or len(source) > MAX_SOURCE_CHARS:
+        return None
+    root, steps = match[1], match[2]
+    keys: list[str | int] = []
+    if "[" not in steps:
+        keys.extend(steps.split(".")[1:])
+        if not _KEYWORDS.isdisjoint(keys):
+            return None
+    else:
+        for step in _PATH_STEP.finditer(steps):
+            attribute, index, single, double = step.groups()
+            keys.append(int(index) if index is not None else attribute or single or double or "")
+            if attribute in _KEYWORDS:
+                return None
+    if root in _KEYWORDS or root in RESERVED_NAMES or len(keys) + 3 > MAX_TREE_DEPTH:
+        return None
+    input_keys = frozenset((keys[0],)) if root == "inputs" and keys and type(keys[0]) is str else _NO_NAMES
+    return PathExpression(source, None, frozenset((root,)), input_keys, root=root, keys=tuple(keys))
+
+
+def _path_text(source: str) -> PathText | None:
+    """Text whose every `{{ }}` holds a plain path, as a PathText; None when any does not."""
+    if "{%" in source or "{#" in source:
+        return None
+    parts = _TAG.split(source)
+    pieces: list[str | PathExpression] = []
+    names: set[str] = set()
+    keys: set[str] = set()
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            if "{{" in part:
+                return None
+            if part:
+                pieces.append(part)
+            continue
+        path = _plain_path(part)
+        if path is None:
+            return None
+        pieces.append(path)
+        names.add(path.root)
+        keys.update(path.input_keys)
+    return PathText(source, tuple(pieces), frozenset(names), frozenset(keys))
 
 
 @dataclass(slots=True)
@@ -740,24 +949,31 @@ class PathExpression(Expression):
     root: str = ""
     keys: tuple[str | int, ...] = ()
 
-    def render(self, scope: Scope) -> Any:
+    def resolve(self, scope: Scope) -> Any:
+        """The value at the path, or _MISSING when the path leads nowhere."""
         try:
             value = scope.lookup(self.root)
         except KeyError:
-            return None
+            return _MISSING
         for key in self.keys:
             if type(value) is dict and key in value:
                 value = value[key]
             elif type(value) is list and type(key) is int:
-                value = value[key] if -len(value) <= key < len(value) else None
+                value = value[key] if -len(value) <= key < len(value) else _MISSING
             elif value is None:
-                return None
+                return _MISSING
             else:
                 with _render_errors(f"expression {self.source!r}", self.source):
                     value = ENV.getattr(value, key) if isinstance(key, str) else ENV.getitem(value, key)
                 if isinstance(value, ChainableUndefined):
-                    return None
-        return _check_passed_value(value, self.source)
+                    return _MISSING
+            if value is _MISSING:
+                return value
+        return value
+
+    def render(self, scope: Scope) -> Any:
+        value = self.resolve(scope)
+        return None if value is _MISSING else _check_passed_value(value, self.source)
 
 
 def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
@@ -780,39 +996,75 @@ def _path_of(node: nodes.Node) -> tuple[str, tuple[str | int, ...]] | None:
 @functools.lru_cache(maxsize=4096)
 def compile_expression(source: str) -> Expression:
     """A bare expression (conditions, convergence); raises TemplateCompileError."""
-    tree = _parse("{{ " + source + " }}", "expression_syntax")
-    _only_expressions(tree, "expression_syntax")
-    output = tree.body[0] if len(tree.body) == 1 else None
-    if isinstance(output, nodes.Output) and len(output.nodes) == 1:
-        path = _path_of(output.nodes[0])
-        if path is not None and path[0] not in RESERVED_NAMES:
-            return PathExpression(source, None, _free_names(tree), path[0], path[1])
-    try:
-        function = ENV.compile_expression(source, undefined_to_none=False)
-    except TemplateError as exc:
-        raise TemplateCompileError("expression_syntax", str(exc)) from exc
-    except (RecursionError, MemoryError, SyntaxError) as exc:
-        raise TemplateCompileError("expression_syntax", "nested too deeply") from exc
-    return Expression(source, function, _free_names(tree))
+    plain = _plain_path(source)
+    if plain is not None:
+        return plain
+    tree = _parse_expression(source)
+    reads = _inspect(tree, "expression_syntax")
+    path = _path_of(tree)
+    if path is not None and path[0] not in RESERVED_NAMES:
+        return PathExpression(source, None, reads.names, reads.input_keys, root=path[0], keys=path[1])
+    return Expression(source, None, reads.names, reads.input_keys, tree)
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _templated(value: Any) -> bool:
+    """True when `value` holds a template somewhere (what compile_value would not keep constant)."""
+    kind = type(value)
+    if kind is str:
+        return "{" in value and ("{{" in value or "{%" in value or "{#" in value)
+    if kind in _SCALARS:
+        return False
+    if isinstance(value, Mapping):
+        return any(_templated(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_templated(v) for v in value)
+    return isinstance(value, str) and _templated(str(value))
+
+
+def _constant(value: Any) -> Constant:
+    if isinstance(value, Mapping):
+        return Constant(dict(value))
+    return Constant(list(value) if isinstance(value, list | tuple) else value)
 
 
 def compile_value(value: Any) -> Compiled:
     """A blueprint value (string, mapping, list, scalar) with its templates compiled."""
+    kind = type(value)
+    if kind is str:
+        return _compile_string(value) if "{" in value and _templated(value) else Constant(value)
+    if kind in _SCALARS:
+        return Constant(value)
     if isinstance(value, str):
-        if "{{" not in value and "{%" not in value and "{#" not in value:
-            return Constant(value)
-        return _compile_string(value)
+        return _compile_string(value) if _templated(value) else Constant(value)
     if isinstance(value, Mapping):
-        items = {str(k): compile_value(v) for k, v in value.items()}
-        if all(isinstance(v, Constant) for v in items.values()):
-            return Constant(dict(value))
-        return MappingValue(items, frozenset().union(*(v.names for v in items.values())))
+        items = {str(key): _compile_part(item) for key, item in value.items()}
+        reads = _reads(items.values())
+        return MappingValue(items, *reads) if reads is not None else Constant(dict(value))
     if isinstance(value, list | tuple):
-        compiled = [compile_value(v) for v in value]
-        if all(isinstance(v, Constant) for v in compiled):
-            return Constant(list(value))
-        return SequenceValue(compiled, frozenset().union(*(v.names for v in compiled)))
+        parts = [_compile_part(item) for item in value]
+        reads = _reads(parts)
+        return SequenceValue(parts, *reads) if reads is not None else Constant(list(value))
     return Constant(value)
+
+
+def _compile_part(value: Any) -> Compiled:
+    return compile_value(value) if _templated(value) else _constant(value)
+
+
+def _reads(parts: Iterable[Compiled]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The names and `inputs` keys the parts read; None when every part is a constant."""
+    names: set[str] = set()
+    keys: set[str] = set()
+    templated = False
+    for part in parts:
+        if type(part) is not Constant:
+            templated = True
+            names |= part.names
+            keys |= part.input_keys
+    return (frozenset(names), frozenset(keys)) if templated else None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -824,13 +1076,12 @@ def _compile_string(value: str) -> Compiled:
             return compile_expression(lone["expr"].strip())
         except TemplateCompileError as exc:
             raise TemplateCompileError("template_syntax", str(exc)) from exc
+    fast = _path_text(value) if len(value) <= MAX_SOURCE_CHARS else None
+    if fast is not None:
+        return fast
     tree = _parse(value, "template_syntax")
-    _only_expressions(tree, "template_syntax")
-    try:
-        template = ENV.from_string(tree)
-    except (RecursionError, MemoryError, SyntaxError) as exc:
-        raise TemplateCompileError("template_syntax", "nested too deeply") from exc
-    return Text(value, template, _free_names(tree))
+    reads = _inspect(tree, "template_syntax")
+    return Text(value, None, reads.names, reads.input_keys, tree)
 
 
 def render_text(source: str, data: Mapping[str, Any]) -> Any:

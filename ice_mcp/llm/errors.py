@@ -1,4 +1,4 @@
-"""Errors of a provider call, in one shape whatever the SDK."""
+"""Errors of a provider call, in one shape whatever the SDK (part of the IceError family)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ice_mcp.errors import IceError
 
-class LLMError(Exception):
-    """A failed model call: a stable code, the HTTP status if any, and whether retrying may help."""
+
+class LLMError(IceError):
+    """A failed model call: a stable code, the HTTP status if any, and whether retrying may help.
+
+    `details` names the provider and the HTTP status."""
 
     def __init__(
         self,
@@ -21,19 +25,14 @@ class LLMError(Exception):
         retry_after: float | None = None,
         provider: str | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
+        details: dict[str, Any] = {"provider": provider}
+        if status is not None:
+            details["status"] = status
+        super().__init__(message, code=code, details=details)
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
         self.provider = provider
-
-    def details(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"provider": self.provider}
-        if self.status is not None:
-            out["status"] = self.status
-        return out
 
 
 class BudgetExceeded(LLMError):

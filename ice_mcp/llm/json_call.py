@@ -12,7 +12,7 @@ from ice_mcp.llm.resilience import OnRetry
 from ice_mcp.llm.service import LLMService
 from ice_mcp.llm.structured import InvalidOutput, read_output, repair_prompt
 from ice_mcp.llm.types import ChatRequest, Completion, Message
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 
 @dataclass(slots=True)
@@ -53,9 +53,11 @@ async def ask(
     provider: str | None = None,
     on_retry: OnRetry | None = None,
     on_repair: Callable[[list[str]], None] | None = None,
+    budget_left: float | None = None,
 ) -> Answer:
-    """Call the model; with `request.json_schema`, return the validated value (one repair)."""
-    answer = Answer(await service.complete(request, provider=provider, on_retry=on_retry))
+    """Call the model; with `request.json_schema`, return the validated value (one repair).
+    Each call must fit `budget_left` (None: no budget), less what the calls before it cost."""
+    answer = Answer(await service.complete(request, provider=provider, on_retry=on_retry, budget_left=budget_left))
     answer.add(answer.completion)
     schema = request.json_schema
     if schema is None:
@@ -78,7 +80,8 @@ async def ask(
             temperature=request.temperature,
             json_schema=schema,
         )
-    answer.add(await service.complete(repair, provider=provider, on_retry=on_retry))
+    left = None if budget_left is None else budget_left - answer.cost_usd
+    answer.add(await service.complete(repair, provider=provider, on_retry=on_retry, budget_left=left))
     try:
         answer.value = read_output(answer.completion.text, schema, answer.completion.json_value)
     except InvalidOutput as again:

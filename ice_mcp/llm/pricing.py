@@ -9,7 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 CHARS_PER_TOKEN = 4
 # Tokens a chat request spends beyond its text: roles, separators, the reply's priming.

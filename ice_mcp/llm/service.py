@@ -1,4 +1,4 @@
-"""The LLM subsystem a run reaches through `Services`: model resolution, providers, resilience,
+"""The LLM subsystem executors reach as `services.llm`: model resolution, providers, resilience,
 budgets and cost, behind three calls (`complete`, `stream`, `tool_turn`)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from ice_mcp.engine.context import CURRENT_SPEND
 from ice_mcp.llm.config import LLMConfig, Resolution
 from ice_mcp.llm.errors import BudgetExceeded, LLMError
 from ice_mcp.llm.pricing import Price, call_cost_range, estimate_tokens
@@ -17,9 +16,8 @@ from ice_mcp.llm.resilience import ConcurrencyLimits, OnRetry, RetryPolicy, Slee
 from ice_mcp.llm.types import ChatRequest, Completion, StreamDelta
 
 if TYPE_CHECKING:
-    from ice_mcp.services import Services
+    from ice_mcp.settings import Settings
 
-RESOURCE_KEY = "llm"
 DEFAULT_MAX_TOKENS = 1024
 
 
@@ -32,14 +30,9 @@ class LLMService:
         self._limits = ConcurrencyLimits()
 
     @classmethod
-    def from_services(cls, services: Services) -> LLMService:
-        path = services.settings.extra.get("llm_config")
-        return cls(LLMConfig.load(path=path))
-
-    @staticmethod
-    def of(services: Services) -> LLMService:
-        """The run's LLM service, created from the environment on first use."""
-        return services.resource(RESOURCE_KEY, LLMService.from_services)
+    def from_settings(cls, settings: Settings) -> LLMService:
+        """From the environment (ICE_MCP_LLM_CONFIG, provider keys), or the config file `extra["llm_config"]`."""
+        return cls(LLMConfig.load(path=settings.extra.get("llm_config")))
 
     # -- resolution and prices ---------------------------------------------------------------
 
@@ -88,11 +81,9 @@ class LLMService:
         request.model = resolution.model
         return resolution.provider, request
 
-    def _check_budgets(self, provider: str, request: ChatRequest) -> None:
-        """Refuse a call whose upper-bound cost does not fit what the run, its network and its
+    def _check_budgets(self, provider: str, request: ChatRequest, left: float | None) -> None:
+        """Refuse a call whose upper-bound cost does not fit `left`, what the run, its network and its
         caller have left (the engine charges actual spend from what nodes report)."""
-        spend = CURRENT_SPEND.get()
-        left = spend.remaining() if spend is not None else None
         if left is None:
             return
         upper = self.request_upper_bound(provider, request)
@@ -107,11 +98,13 @@ class LLMService:
         return completion
 
     async def complete(
-        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None,
+        budget_left: float | None = None,
     ) -> Completion:
-        """One answer (text, or tool calls when `request.tools` is set), with usage and cost."""
+        """One answer (text, or tool calls when `request.tools` is set), with usage and cost;
+        refused before it is made when its upper-bound cost exceeds `budget_left` (None: no budget)."""
         name, request = self._target(request, provider)
-        self._check_budgets(name, request)
+        self._check_budgets(name, request, budget_left)
         backend = self.provider(name)
         semaphore = self._limits.get(name, self.config.provider(name).max_concurrency)
 
@@ -125,22 +118,24 @@ class LLMService:
         return self._account(name, completion)
 
     async def tool_turn(
-        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None,
+        budget_left: float | None = None,
     ) -> Completion:
         """One turn of a tool-calling conversation: the model answers or asks for tools."""
         if not request.tools:
-            raise ValueError("a tool turn needs at least one tool")
-        return await self.complete(request, provider=provider, on_retry=on_retry)
+            raise LLMError("a tool turn needs at least one tool", code="invalid_request")
+        return await self.complete(request, provider=provider, on_retry=on_retry, budget_left=budget_left)
 
     async def stream(
-        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None
+        self, request: ChatRequest, *, provider: str | None = None, on_retry: OnRetry | None = None,
+        budget_left: float | None = None,
     ) -> AsyncIterator[StreamDelta]:
         """Text pieces as they come, then one delta with the whole priced `Completion`.
 
         Opening the stream is retried like a call; a failure after text has arrived is not.
         """
         name, request = self._target(request, provider)
-        self._check_budgets(name, request)
+        self._check_budgets(name, request, budget_left)
         backend = self.provider(name)
         semaphore = self._limits.get(name, self.config.provider(name).max_concurrency)
         policy = self._policy(name)

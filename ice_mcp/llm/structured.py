@@ -8,11 +8,16 @@ from typing import Any
 
 from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.blueprint.schemas import check_schema as check_json_schema
+from ice_mcp.errors import IceError
 
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*\n?(?P<body>.*?)\n?```$", re.DOTALL)
 
 
-class InvalidOutput(ValueError):
+class InvalidOutput(IceError):
+    """A model's answer that does not match the schema asked for; `problems` lists how."""
+
+    code = "invalid_output"
+
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems

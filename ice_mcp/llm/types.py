@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 Role = Literal["user", "assistant", "tool"]
 

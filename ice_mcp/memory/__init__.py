@@ -1,7 +1,7 @@
 """Memory in four tiers: working (scratch), episodic (events), semantic (facts), procedural
 (strategies). In-process by default; Redis with a `redis://` backend URL."""
 
-from ice_mcp.memory.store import MemoryStore, memory_for, open_memory
+from ice_mcp.memory.store import MemoryStore, open_memory
 from ice_mcp.memory.types import (
     Episode,
     EpisodicMemory,
@@ -21,6 +21,5 @@ __all__ = [
     "SemanticMemory",
     "StrategyStats",
     "WorkingMemory",
-    "memory_for",
     "open_memory",
 ]

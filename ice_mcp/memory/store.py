@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ice_mcp.memory.inprocess import (
     InProcessEpisodic,
@@ -18,9 +18,6 @@ from ice_mcp.memory.types import (
     SemanticMemory,
     WorkingMemory,
 )
-
-if TYPE_CHECKING:
-    from ice_mcp.services import Services
 
 DEFAULT_PREFIX = "ice_mcp:mem:"
 
@@ -38,7 +35,7 @@ class MemoryStore:
         """Raise `MemoryUnavailable` now rather than at first use."""
         if self._client is None:
             return
-        from ice_mcp.memory.redis_backend import redact
+        from ice_mcp.memory.redis_backend import redact  # a client exists: redis is loaded already
 
         try:
             await self._client.ping()
@@ -65,7 +62,7 @@ def open_memory(backend: str = "memory", *, prefix: str = DEFAULT_PREFIX) -> Mem
             procedural=InProcessProcedural(),
         )
     if backend.startswith(("redis://", "rediss://", "unix://")):
-        from ice_mcp.memory.redis_backend import (
+        from ice_mcp.memory.redis_backend import (  # the redis client, only for a Redis backend
             RedisEpisodic,
             RedisProcedural,
             RedisSemantic,
@@ -82,10 +79,5 @@ def open_memory(backend: str = "memory", *, prefix: str = DEFAULT_PREFIX) -> Mem
             procedural=RedisProcedural(client, backend, prefix),
             _client=client,
         )
-    raise ValueError(f"unknown memory backend {backend!r}: use 'memory' or a redis:// URL")
+    raise MemoryUnavailable(f"unknown memory backend {backend!r}: use 'memory' or a redis:// URL")
 
-
-def memory_for(services: Services, backend: str | None = None) -> MemoryStore:
-    """The run's memory store on `backend` (default: the `memory_backend` setting), shared per URL."""
-    url = backend or services.settings.memory_backend or "memory"
-    return services.resource(f"memory:{url}", lambda _services: open_memory(url))

@@ -5,15 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ice_mcp.errors import IceError
 
-class MemoryUnavailable(Exception):
+
+class MemoryUnavailable(IceError):
     """The memory backend cannot be reached (Redis down, wrong URL)."""
 
     code = "memory_unavailable"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)

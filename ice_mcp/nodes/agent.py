@@ -9,19 +9,17 @@ from ice_mcp.agents.definition import AgentDefinition, load_agents, resolve_agen
 from ice_mcp.agents.loop import AgentResult, run_agent
 from ice_mcp.agents.memory import AgentMemoryBridge
 from ice_mcp.agents.tools import AgentTool, registry_tool, valid_tool_name, workflow_tool
-from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
+from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import AgentNode, NodeSpec
-from ice_mcp.engine.context import RunStopped
-from ice_mcp.errors import UnknownName
+from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.pricing import call_cost_range, estimate_tokens
-from ice_mcp.llm.service import LLMService
-from ice_mcp.memory.store import memory_for
 from ice_mcp.memory.types import MemoryUnavailable
-from ice_mcp.nodes.base import CheckContext, NodeCall, NodeFailure, NodeResult, NodeType
-from ice_mcp.nodes.llm import as_text, llm_failure, model_issues, node_event
+from ice_mcp.nodes.llm import as_text, llm_failure, model_issues
 from ice_mcp.services import Services
-from ice_mcp.tools.context import CURRENT_SERVICES
+from ice_mcp.tools.context import ToolCall
+from ice_mcp.types import NodeResult
 
 # Tokens a tool result is assumed to add to the conversation per turn, for the estimate.
 TOOL_RESULT_ALLOWANCE_TOKENS = 500
@@ -29,7 +27,7 @@ TOOL_RESULT_ALLOWANCE_TOKENS = 500
 
 def config_agents(services: Services) -> None:
     """Register the agents of the LLM config file's `agents` block (once, without replacing)."""
-    block = LLMService.of(services).config.agents
+    block = services.llm.config.agents
     missing = {name: config for name, config in block.items() if name not in services.registry.agents}
     if missing:
         load_agents(missing, services.registry)
@@ -47,16 +45,17 @@ def _definition(spec: AgentNode, services: Services) -> AgentDefinition:
 
 def _tools(call: NodeCall, definition: AgentDefinition) -> list[AgentTool]:
     registry = call.services.registry
+    caller = ToolCall(call.ctx.run_id, call.node_path, call.attempt, call.services, call.spend)
     tools: list[AgentTool] = []
     try:
-        tools.extend(registry_tool(registry.tool(name)) for name in definition.tools)
+        tools.extend(registry_tool(registry.tool(name), caller) for name in definition.tools)
         for name in definition.workflows:
             blueprint = registry.workflow(name).blueprint
             tools.append(workflow_tool(
                 name,
                 blueprint.description or "",
                 blueprint.inputs,
-                lambda workflow, inputs: call.ctx.run_workflow(workflow, inputs, label=f"{call.spec.id}.{workflow}"),
+                lambda workflow, inputs: call.run_workflow(workflow, inputs, label=f"{call.spec.id}.{workflow}"),
             ))
     except UnknownName as exc:
         raise NodeFailure(exc.message, code=exc.code, retryable=False) from None
@@ -67,14 +66,13 @@ async def execute_agent(call: NodeCall) -> NodeResult:
     spec = call.spec
     assert isinstance(spec, AgentNode)
     definition = _definition(spec, call.services)
-    CURRENT_SERVICES.set(call.services)  # for the tools the agent calls (this node's own task)
     tools = _tools(call, definition)
     task = as_text(call.render("input"))
     system = definition.system
     bridge: AgentMemoryBridge | None = None
     if definition.memory.any_persistent:
         backend = call.ctx.globals.get("memory_backend") if isinstance(call.ctx.globals, dict) else None
-        store = memory_for(call.services, backend if isinstance(backend, str) else None)
+        store = call.services.memory(backend if isinstance(backend, str) else None)
         bridge = AgentMemoryBridge(store, definition.name, f"{call.ctx.run_id}:{spec.id}", definition.memory)
         tools.extend(bridge.tools())
     try:
@@ -85,13 +83,13 @@ async def execute_agent(call: NodeCall) -> NodeResult:
         result: AgentResult | None = None
         try:
             result = await run_agent(
-                LLMService.of(call.services),
+                call.services.llm,
                 definition,
                 task,
                 tools,
                 system=system,
-                emit=lambda event, **data: node_event(call, event, agent=definition.name, **data),
-                budget_left=call.ctx.spend.remaining,
+                emit=lambda event, **data: call.emit(event, agent=definition.name, **data),
+                budget_left=call.spend.remaining,
                 fatal=(RunStopped,),
             )
         except LLMError as exc:
@@ -116,17 +114,17 @@ def check_agent(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
                                 suggestion=exc.details.get("suggestion"))]
     except ValueError as exc:
         return [ValidationIssue(code="schema", message=str(exc), node_id=spec.id, field="agent")]
-    issues = model_issues(definition.model, definition.provider, spec.id, services, field="agent.model")
+    issues = model_issues(definition.model, definition.provider, spec.id, services.llm, field="agent.model")
     registry = services.registry
     for name in definition.tools:
         if name not in registry.tools:
             issues.append(ValidationIssue(code="unknown_tool", message=f"agent tool {name!r} is not registered",
-                                          node_id=spec.id, field="agent.tools", suggestion=nearest(name, registry.tools)))
+                                          node_id=spec.id, field="agent.tools", suggestion=ctx.suggest(name, registry.tools)))
     for name in definition.workflows:
         if name not in registry.workflows:
             issues.append(ValidationIssue(code="unknown_workflow", message=f"agent workflow {name!r} is not registered",
                                           node_id=spec.id, field="agent.workflows",
-                                          suggestion=nearest(name, registry.workflows)))
+                                          suggestion=ctx.suggest(name, registry.workflows)))
     for name in (*definition.tools, *definition.workflows):
         if not valid_tool_name(name):
             issues.append(ValidationIssue(code="schema", node_id=spec.id, field="agent.tools",
@@ -135,16 +133,17 @@ def check_agent(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     return issues
 
 
-def estimate_agent(spec: NodeSpec, services: Services) -> CostEstimate:
+def estimate_agent(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> CostEstimate:
     """One to `max_iterations` calls; each turn resends the conversation, which grows by the
     previous answer and a tool result."""
     assert isinstance(spec, AgentNode)
+    services = ctx.services
     try:
         config_agents(services)
         definition = resolve_agent(spec.agent, services.registry, spec.id)
     except (UnknownName, ValueError):
         return CostEstimate(llm_calls_min=1, llm_calls_max=1)
-    service = LLMService.of(services)
+    service = services.llm
     resolution = service.resolve(definition.model, definition.provider)
     if not resolution.ok or resolution.provider is None:
         return CostEstimate(llm_calls_min=1, llm_calls_max=definition.max_iterations)

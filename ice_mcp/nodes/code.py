@@ -5,17 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp.blueprint.models import CodeNode
-from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, NodeType
-from ice_mcp.sandbox import Sandbox, SandboxConfig
-from ice_mcp.services import Services
-
-SANDBOX_RESOURCE = "sandbox"
-
-
-def sandbox_factory(services: Services) -> Sandbox:
-    """One sandbox per server: ceilings from ICE_MCP_SANDBOX_* variables, then `extra["sandbox"]`."""
-    overrides = services.settings.extra.get("sandbox")
-    return Sandbox(SandboxConfig.from_env(overrides if isinstance(overrides, dict) else None))
+from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.errors import NodeFailure
+from ice_mcp.sandbox import Sandbox
+from ice_mcp.types import NodeResult
 
 
 async def execute_code(call: NodeCall) -> NodeResult:
@@ -25,7 +18,7 @@ async def execute_code(call: NodeCall) -> NodeResult:
     inputs: Any = call.render("inputs")
     if not isinstance(inputs, dict):
         raise NodeFailure("a code node's inputs must render to an object", code="invalid_input", retryable=False)
-    sandbox = call.services.resource(SANDBOX_RESOURCE, sandbox_factory)
+    sandbox: Sandbox = call.services.sandbox  # one per orchestrator
     # Without its own limit the snippet gets the node's attempt timeout; run_code clamps both
     # to the server's ceilings.
     outcome = await sandbox.run_code(

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from ice_mcp.engine.context import RunStopped
+from ice_mcp.errors import RunStopped
 
 T = TypeVar("T")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ice_mcp.nodes.base import NodeCall, NodeResult, NodeType
+from ice_mcp.engine.executor import NodeCall, NodeType
 from ice_mcp.nodes.expressions import evaluate
+from ice_mcp.types import NodeResult
 
 
 async def execute_condition(call: NodeCall) -> NodeResult:

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ice_mcp.engine.executor import NodeCall
 from ice_mcp.engine.templates import Expression
-from ice_mcp.nodes.base import NodeCall
-from ice_mcp.services import Services
-
-
-def _expression_sandbox(services: Services) -> Any:
-    from ice_mcp.sandbox.expressions import ExpressionSandbox  # wasmtime only when asked for
-
-    return ExpressionSandbox()
 
 
 async def evaluate(call: NodeCall, field: str, **extra: Any) -> Any:
@@ -22,5 +15,4 @@ async def evaluate(call: NodeCall, field: str, **extra: Any) -> Any:
     expression = call.node.templates[field]
     assert isinstance(expression, Expression)
     scope = call.scope.child(extra) if extra else call.scope
-    sandbox = call.services.resource("expression_sandbox", _expression_sandbox)
-    return await sandbox.evaluate(expression.source, scope.select(expression.names))
+    return await call.services.expression_sandbox.evaluate(expression.source, scope.select(expression.names))

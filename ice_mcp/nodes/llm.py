@@ -8,14 +8,15 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.models import LLMNode, NodeSpec
+from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.json_call import OutputInvalid, ask
 from ice_mcp.llm.pricing import call_cost_range, estimate_tokens
 from ice_mcp.llm.service import DEFAULT_MAX_TOKENS, LLMService
 from ice_mcp.llm.structured import check_schema
 from ice_mcp.llm.types import ChatRequest, Message
-from ice_mcp.nodes.base import CheckContext, NodeCall, NodeFailure, NodeResult, NodeType
-from ice_mcp.services import Services
+from ice_mcp.types import NodeResult
 
 
 def as_text(value: Any) -> str:
@@ -26,18 +27,13 @@ def as_text(value: Any) -> str:
 
 
 def llm_failure(exc: LLMError, **extra: Any) -> NodeFailure:
-    return NodeFailure(exc.message, code=exc.code, retryable=exc.retryable, details={**exc.details(), **extra})
-
-
-def node_event(call: NodeCall, event: str, **data: Any) -> None:
-    """A node-specific event (`node_event` with `event` naming it) in the run's event stream."""
-    call.ctx.emit("node_event", call.spec.id, call.attempt, event=event, **data)
+    return NodeFailure(exc.message, code=exc.code, retryable=exc.retryable, details={**exc.details, **extra})
 
 
 def retry_reporter(call: NodeCall) -> Any:
     def report(attempt: int, error: LLMError, wait: float) -> None:
-        node_event(call, "llm_retrying", error={"code": error.code, "message": error.message},
-                   retry=attempt, delay_seconds=wait)
+        call.emit("llm_retrying", error={"code": error.code, "message": error.message},
+                  retry=attempt, delay_seconds=wait)
 
     return report
 
@@ -45,7 +41,7 @@ def retry_reporter(call: NodeCall) -> Any:
 async def execute_llm(call: NodeCall) -> NodeResult:
     spec = call.spec
     assert isinstance(spec, LLMNode)
-    service = LLMService.of(call.services)
+    service = call.services.llm
     system = as_text(call.render("system")) if spec.system else None
     request = ChatRequest(
         model=spec.model,
@@ -57,7 +53,8 @@ async def execute_llm(call: NodeCall) -> NodeResult:
     )
     try:
         answer = await ask(service, request, provider=spec.provider, on_retry=retry_reporter(call),
-                           on_repair=lambda problems: node_event(call, "llm_repairing", problems=problems))
+                           on_repair=lambda problems: call.emit("llm_repairing", problems=problems),
+                           budget_left=call.spend.remaining())
     except OutputInvalid as exc:
         raise NodeFailure(
             exc.message,
@@ -81,7 +78,7 @@ async def execute_llm(call: NodeCall) -> NodeResult:
 def check_llm(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     assert isinstance(spec, LLMNode)
     issues: list[ValidationIssue] = []
-    issues.extend(model_issues(spec.model, spec.provider, spec.id, ctx.services))
+    issues.extend(model_issues(spec.model, spec.provider, spec.id, ctx.services.llm))
     if spec.output_schema is not None:
         problem = check_schema(spec.output_schema)
         if problem:
@@ -90,9 +87,8 @@ def check_llm(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     return issues
 
 
-def model_issues(model: str, provider: str | None, node_id: str, services: Services,
+def model_issues(model: str, provider: str | None, node_id: str, service: LLMService,
                  field: str = "model") -> list[ValidationIssue]:
-    service = LLMService.of(services)
     resolution = service.resolve(model, provider)
     if resolution.ok:
         return []
@@ -104,9 +100,9 @@ def model_issues(model: str, provider: str | None, node_id: str, services: Servi
                             node_id=node_id, field=field, suggestion=suggestion)]
 
 
-def estimate_llm(spec: NodeSpec, services: Services) -> CostEstimate:
+def estimate_llm(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> CostEstimate:
     assert isinstance(spec, LLMNode)
-    service = LLMService.of(services)
+    service = ctx.services.llm
     resolution = service.resolve(spec.model, spec.provider)
     if not resolution.ok or resolution.provider is None:
         return CostEstimate(llm_calls_min=1, llm_calls_max=1)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ice_mcp.blueprint.models import LoopNode
+from ice_mcp.blueprint.issues import CostEstimate
+from ice_mcp.blueprint.models import LoopNode, NodeSpec
 from ice_mcp.engine.context import SubgraphResult
-from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, NodeType, Usage
+from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.errors import NodeFailure
 from ice_mcp.nodes.concurrency import run_bounded
+from ice_mcp.types import NodeResult, Usage
 
 
 async def execute_loop(call: NodeCall) -> NodeResult:
@@ -36,4 +39,9 @@ async def execute_loop(call: NodeCall) -> NodeResult:
     return NodeResult(output, sum(run.cost_usd for run in runs), usage)
 
 
-LOOP_NODE = NodeType(name="loop", execute=execute_loop)
+def estimate_loop(spec: NodeSpec, ctx: CheckContext, body: CostEstimate) -> CostEstimate:
+    assert isinstance(spec, LoopNode)
+    return body.times(0, spec.max_iterations)
+
+
+LOOP_NODE = NodeType(name="loop", execute=execute_loop, estimate=estimate_loop)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ice_mcp.blueprint.models import WorkflowNode
-from ice_mcp.errors import UnknownName
-from ice_mcp.nodes.base import NodeCall, NodeFailure, NodeResult, NodeType
+from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
+from ice_mcp.blueprint.models import NodeSpec, RecursiveNode, WorkflowNode
+from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.errors import NodeFailure, UnknownName
+from ice_mcp.types import NodeResult
 
 
 async def execute_workflow(call: NodeCall) -> NodeResult:
@@ -12,10 +14,33 @@ async def execute_workflow(call: NodeCall) -> NodeResult:
     assert isinstance(spec, WorkflowNode)
     inputs = call.render("inputs") if "inputs" in call.node.templates else {}
     try:
-        run = await call.ctx.run_workflow(spec.workflow_ref, inputs, label=spec.id)
+        run = await call.run_workflow(spec.workflow_ref, inputs, label=spec.id)
     except UnknownName as exc:
         raise NodeFailure(exc.message, code="unknown_workflow", retryable=False) from None
     return NodeResult(run.output, run.cost_usd, run.usage)
 
 
-WORKFLOW_NODE = NodeType(name="workflow", execute=execute_workflow)
+def check_workflow_ref(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
+    """A `workflow_ref` names a registered workflow."""
+    assert isinstance(spec, WorkflowNode | RecursiveNode)
+    workflows = ctx.services.registry.workflows
+    if not spec.workflow_ref or spec.workflow_ref in workflows:
+        return []
+    return [ValidationIssue(code="unknown_workflow", message=f"no workflow named {spec.workflow_ref!r}",
+                            node_id=spec.id, field="workflow_ref", suggestion=ctx.suggest(spec.workflow_ref, workflows))]
+
+
+def workflow_estimate(name: str, ctx: CheckContext) -> CostEstimate:
+    """A registered workflow's estimate (free when it is unknown or not compiled yet)."""
+    entry = ctx.services.registry.workflows.get(name)
+    plan = entry.plan if entry is not None else None
+    return plan.estimate if plan is not None else CostEstimate()
+
+
+def estimate_workflow(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> CostEstimate:
+    assert isinstance(spec, WorkflowNode)
+    return workflow_estimate(spec.workflow_ref, ctx)
+
+
+WORKFLOW_NODE = NodeType(name="workflow", execute=execute_workflow, check=check_workflow_ref,
+                         estimate=estimate_workflow)

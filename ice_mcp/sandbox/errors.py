@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 
 TIMEOUT: Final = "timeout"
 MEMORY_LIMIT: Final = "memory_limit"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.sandbox.artifacts import default_cache_dir
+from ice_mcp.sandbox.errors import UNAVAILABLE, SandboxError
 from ice_mcp.sandbox.sandbox import Sandbox, SandboxConfig
 
 GUEST_LIB = "/ice/lib"
@@ -48,7 +49,7 @@ def library_sources() -> dict[str, str]:
     for name in LIBRARIES:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.submodule_search_locations:
-            raise RuntimeError(f"{name} is not installed")
+            raise SandboxError(UNAVAILABLE, f"{name} is not installed")
         root = Path(next(iter(spec.submodule_search_locations)))
         for source in sorted(root.rglob("*.py")):
             sources[f"{name}/{source.relative_to(root)}"] = source.read_text(encoding="utf-8")

@@ -14,6 +14,8 @@ from typing import Final
 
 import wasmtime
 
+from ice_mcp.errors import IceError
+
 SUBSCRIPTION_SIZE: Final = 48
 EVENT_SIZE: Final = 32
 TAG_CLOCK: Final = 0
@@ -24,8 +26,13 @@ EFAULT: Final = 21
 MAX_SUBSCRIPTIONS: Final = 4096
 
 
-class DeadlineReached(Exception):
+class DeadlineReached(IceError):
     """Raised out of the guest when a sleep would outlast the run's deadline."""
+
+    code = "timeout"
+
+    def __init__(self) -> None:
+        super().__init__("the guest's sleep would outlast its deadline")
 
 
 class RunClock(threading.local):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import ice_mcp
+from ice_mcp.errors import IceError
 from ice_mcp.sandbox import errors as E
 from ice_mcp.sandbox import ipc
 from ice_mcp.sandbox.cache import CacheLayout
@@ -34,7 +34,7 @@ def bootstrap(entry: str) -> str:
     which loads the whole orchestrator (~0.6 s). Stand-in parent packages with the real
     paths let the worker import what it needs, nothing else.
     """
-    package = Path(ice_mcp.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     return (
         "import sys, types\n"
         f"for name, path in (('ice_mcp', {str(package)!r}), ('ice_mcp.sandbox', {str(package / 'sandbox')!r})):\n"
@@ -45,8 +45,10 @@ def bootstrap(entry: str) -> str:
     )
 
 
-class WorkerDied(Exception):
+class WorkerDied(IceError):
     """The worker process ended or broke the protocol mid-run."""
+
+    code = E.UNAVAILABLE
 
 
 @dataclass(slots=True, eq=False)  # identity, so workers can live in a set

@@ -182,5 +182,5 @@ def marshal_driver(runtime: Runtime, source: str) -> bytes:
         runtime, [ARGV0, "-c", boot, source], timeout_seconds=30, memory_bytes=256 << 20, stdout_cap=1 << 22
     )
     if ending != "exit" or code != 0 or not out.parts:
-        raise RuntimeError(f"could not compile the guest driver: {ending} {code} {err.text()[-2000:]}")
+        raise E.SandboxError(E.UNAVAILABLE, f"could not compile the guest driver: {ending} {code} {err.text()[-2000:]}")
     return b"".join(out.parts)

@@ -19,11 +19,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import CURRENT_CALLER
+from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import caller_id, may_administer
 from ice_mcp.server.calls import ToolCalls
 from ice_mcp.server.catalogue import Catalogue
-from ice_mcp.server.documents import DocumentError
 from ice_mcp.server.notify import ChangeNotifier, RememberSessions
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.prompts import Prompts
@@ -82,7 +81,7 @@ def _wants_progress(ctx: ServerRequestContext[Any, Any], meta: Any) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.request is None
 
 
-def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
+def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> IceServer:
     """The MCP server for `orc`. Registering or removing anything in its registry notifies clients."""
     options = options or ServerOptions()
     catalogue = Catalogue(orc, options)
@@ -115,14 +114,15 @@ def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
             return await fixtures.call(entry.target, ctx, params)
         raw = ctx.params or {}
         meta = raw.get("_meta") if isinstance(raw, Mapping) else None
-        CURRENT_CALLER.set(caller_id(_request(ctx)))  # this handler's own context: budgets per caller
+        request = _request(ctx)
         try:
             return await calls.call(
                 entry,
                 dict(params.arguments or {}),
                 meta=meta if isinstance(meta, Mapping) else {},
-                admin=may_administer(_request(ctx), options),
+                admin=may_administer(request, options),
                 report=ctx.session.report_progress if _wants_progress(ctx, meta) else None,
+                caller=caller_id(request),  # budgets are per caller
             )
         except (MCPError, asyncio.CancelledError):
             raise
@@ -204,14 +204,12 @@ def build_server(orc: Any, options: ServerOptions | None = None) -> IceServer:
     async def network_execute(
         ctx: ServerRequestContext[Any, Any], params: NetworkExecuteParams
     ) -> dict[str, Any]:
-        CURRENT_CALLER.set(caller_id(_request(ctx)))
         try:
-            return await calls.network(params.manifest, params.wait_seconds, params.idempotency_key)
+            return await calls.network(params.manifest, params.wait_seconds, params.idempotency_key,
+                                       caller_id(_request(ctx)))
         except IceError as exc:
             code = FORBIDDEN if exc.code == "forbidden" else INVALID_PARAMS
             raise MCPError(code, exc.message, data=exc.as_dict()) from None
-        except DocumentError as exc:
-            raise MCPError(INVALID_PARAMS, str(exc)) from None
         except (MCPError, asyncio.CancelledError):
             raise
         except Exception:

@@ -9,16 +9,18 @@ import json
 import logging
 import os
 import shutil
-import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
+from ice_mcp.orchestrator import Orchestrator, import_tool_modules
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.serving import bind_listener, serve_http
+from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
@@ -108,18 +110,17 @@ def _options(args: argparse.Namespace) -> ServerOptions:
     return options
 
 
-def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
-    from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-    from ice_mcp.services import Settings
-
+def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
-    orc = Orchestrator(settings=settings)
+    orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     if args.conformance_fixtures:
-        from ice_mcp.server.fixtures import Fixtures
+        from ice_mcp.server.fixtures import (
+            Fixtures,  # test fixtures, only for the conformance suite
+        )
 
         options.fixtures = Fixtures(orc)
         options.bare_names = frozenset(options.fixtures.register())
@@ -136,7 +137,7 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Any:
 async def _serve(args: argparse.Namespace) -> None:
     options = _options(args)
     if not args.http:
-        from ice_mcp.server.stdio import serve_stdio
+        from ice_mcp.server.stdio import serve_stdio  # the MCP SDK: only `serve` loads it
 
         orc = build_orchestrator(args, options)
         try:
@@ -146,7 +147,9 @@ async def _serve(args: argparse.Namespace) -> None:
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:
-        from ice_mcp.server.web import create_http_app
+        from ice_mcp.server.web import (
+            create_http_app,  # the MCP SDK, Starlette: only `serve` loads them
+        )
 
         orc = build_orchestrator(args, options)
         try:
@@ -167,40 +170,6 @@ async def _serve(args: argparse.Namespace) -> None:
                              on_started=lambda: announce(args.host, port, workflows))
         finally:
             await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """A socket bound to host:port (as uvicorn binds it); a clear IceError when the address is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that name it.
-    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as exc:
-        listener.close()
-        raise IceError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-            code="address_unavailable",
-            details={"host": host, "port": port},
-        ) from None
-    listener.set_inheritable(True)
-    return listener
-
-
-async def serve_http(app: Any, listener: socket.socket, log_level: str,
-                     on_started: Callable[[], None]) -> None:
-    """Serve `app` with uvicorn on a bound socket; `on_started` runs once it accepts connections."""
-    import uvicorn
-
-    class AnnouncingServer(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                on_started()
-
-    config = uvicorn.Config(app, log_level=log_level.lower(), lifespan="on", access_log=False)
-    await AnnouncingServer(config).serve(sockets=[listener])
 
 
 def announce(host: str, port: int, workflows: list[str]) -> None:

@@ -1,9 +1,8 @@
-"""A blueprint as a Mermaid flowchart."""
+"""A compiled workflow as a Mermaid flowchart: the edges the scheduler follows, read from the plan."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from ice_mcp.engine.plan import Graph, Plan, PlanNode
 
 _SHAPES = {
     "condition": ("{", "}"),
@@ -14,67 +13,40 @@ _SHAPES = {
     "llm": ("([", "])"),
     "agent": ("([", "])"),
 }
-_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\.")
 
 
-def _label(node: Any) -> str:
-    kind = getattr(node, "type", "")
-    detail = (
-        getattr(node, "tool_name", None)
-        or getattr(node, "workflow_ref", None)
-        or getattr(node, "model", None)
-    )
-    agent = getattr(node, "agent", None)
-    if isinstance(agent, str):
-        detail = agent
-    text = f"{node.id}<br/>{kind}" + (f": {detail}" if detail else "")
+def _label(node: PlanNode) -> str:
+    spec = node.spec
+    agent = getattr(spec, "agent", None)
+    detail = agent if isinstance(agent, str) else (
+        getattr(spec, "tool_name", None) or getattr(spec, "workflow_ref", None) or getattr(spec, "model", None))
+    text = f"{node.id}<br/>{node.type}" + (f": {detail}" if detail else "")
     return text.replace('"', "'")
 
 
-def _refs(node: Any, ids: set[str]) -> set[str]:
-    """Nodes read by the node's templates and expressions (implicit dependencies)."""
-    dump = (
-        node.model_dump(mode="json", exclude={"body", "branches"})
-        if hasattr(node, "model_dump")
-        else {}
-    )
-    text = repr(dump)
-    return {m for m in _REF.findall(text) if m in ids and m != node.id}
-
-
-def _graph(nodes: list[Any], prefix: str, lines: list[str], indent: str) -> None:
-    ids = {n.id for n in nodes}
-    for node in nodes:
-        left, right = _SHAPES.get(getattr(node, "type", ""), ("[", "]"))
-        key = f"{prefix}{node.id}"
+def _graph(graph: Graph, prefix: str, lines: list[str], indent: str) -> None:
+    shape = graph.shape
+    for node_id in shape.order:
+        node = graph.nodes[node_id]
+        left, right = _SHAPES.get(node.type, ("[", "]"))
+        key = f"{prefix}{node_id}"
         lines.append(f'{indent}{key}{left}"{_label(node)}"{right}')
-        body = getattr(node, "body", None)
-        branches = getattr(node, "branches", None)
-        if isinstance(body, list) and body:
-            lines.append(f'{indent}subgraph {key}_body["{node.id} body"]')
-            _graph(body, f"{key}__", lines, indent + "  ")
+        for name, subgraph in node.subgraphs.items():
+            title, suffix = ("body", "_body") if name == "body" else (name.replace("branch", "branch "),
+                                                                      "_b" + name.removeprefix("branch"))
+            lines.append(f'{indent}subgraph {key}{suffix}["{node_id} {title}"]' if name == "body"
+                         else f'{indent}subgraph {key}{suffix}["{title}"]')
+            _graph(subgraph, f"{key}_{suffix}__" if name != "body" else f"{key}__", lines, indent + "  ")
             lines.append(f"{indent}end")
-            lines.append(f"{indent}{key} -.-> {key}_body")
-        elif isinstance(branches, list):
-            for i, branch in enumerate(branches):
-                lines.append(f'{indent}subgraph {key}_b{i}["branch {i}"]')
-                _graph(branch, f"{key}__b{i}__", lines, indent + "  ")
-                lines.append(f"{indent}end")
-                lines.append(f"{indent}{key} -.-> {key}_b{i}")
-    for node in nodes:
-        key = f"{prefix}{node.id}"
-        deps = set(getattr(node, "dependencies", []) or []) | _refs(node, ids)
-        for dep in sorted(deps & ids):
-            lines.append(f"{indent}{prefix}{dep} --> {key}")
-        for target in getattr(node, "true_path", []) or []:
-            if target in ids:
-                lines.append(f"{indent}{key} -->|true| {prefix}{target}")
-        for target in getattr(node, "false_path", []) or []:
-            if target in ids:
-                lines.append(f"{indent}{key} -->|false| {prefix}{target}")
+            lines.append(f"{indent}{key} -.-> {key}{suffix}")
+    for node_id in shape.order:
+        gates = dict(shape.gates.get(node_id, ()))
+        for dep in shape.deps[node_id]:
+            label = f"|{str(gates[dep]).lower()}|" if dep in gates else ""
+            lines.append(f"{indent}{prefix}{dep} -->{label} {prefix}{node_id}")
 
 
-def mermaid(blueprint: Any) -> str:
+def mermaid(plan: Plan) -> str:
     lines = ["flowchart TD"]
-    _graph(list(getattr(blueprint, "nodes", []) or []), "", lines, "  ")
+    _graph(plan.graph, "", lines, "  ")
     return "\n".join(lines) + "\n"

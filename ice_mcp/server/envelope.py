@@ -8,7 +8,8 @@ from typing import Any
 
 import mcp_types as types
 
-ENVELOPE_KEYS = ("run_id", "status", "outputs", "error", "cost_usd", "duration_ms")
+from ice_mcp.engine.records import RunRecord
+
 FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
 
 # Kept cheap to validate: clients re-check structuredContent against it on every call.
@@ -36,64 +37,40 @@ def to_json(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False, sort_keys=False)
 
 
-def record_dict(record: Any) -> dict[str, Any]:
-    """A run record as the spec's dict, whatever object the orchestrator handed back."""
-    if record is None:
-        return {}
-    if isinstance(record, Mapping):
-        return dict(record)
-    to_dict = getattr(record, "to_dict", None)
-    if callable(to_dict):
-        return dict(to_dict())
-    dump = getattr(record, "model_dump", None)
-    if callable(dump):
-        return dict(dump(mode="json"))
-    return {k: getattr(record, k, None) for k in ENVELOPE_KEYS}
-
-
-def envelope(record: Any) -> dict[str, Any]:
-    data = record_dict(record)
-    return {key: data.get(key) for key in ENVELOPE_KEYS}
-
-
-def failed_node(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def failed_node(record: RunRecord) -> tuple[str | None, str | None]:
     """The node that failed the run and its message, if the record says."""
-    error = record.get("error")
+    error = record.error
     if isinstance(error, Mapping) and error.get("node_id"):
         return str(error["node_id"]), str(error.get("message") or "")
-    for node_id, node in (record.get("nodes") or {}).items():
-        if isinstance(node, Mapping) and node.get("status") == "failed":
-            node_error = node.get("error")
+    for node_id, node in record.nodes.items():
+        if node.status == "failed":
+            node_error = node.error
             message = node_error.get("message") if isinstance(node_error, Mapping) else node_error
             return str(node_id), str(message or "")
     return None, None
 
 
-def failure_text(record: Mapping[str, Any]) -> str:
-    status = record.get("status", "failed")
-    run_id = record.get("run_id")
+def failure_text(record: RunRecord) -> str:
     node_id, message = failed_node(record)
-    error = record.get("error")
-    if message is None and isinstance(error, Mapping):
-        message = str(error.get("message") or "")
+    if message is None and isinstance(record.error, Mapping):
+        message = str(record.error.get("message") or "")
     where = f" at node '{node_id}'" if node_id else ""
     reason = f": {message}" if message else ""
-    return f"Run {run_id} {status}{where}{reason}"
+    return f"Run {record.run_id} {record.status}{where}{reason}"
 
 
-def run_result(record: Any) -> types.CallToolResult:
-    """The envelope of a run (finished or still running) as a tool result."""
-    data = record_dict(record)
-    env = {key: data.get(key) for key in ENVELOPE_KEYS}
+def run_result(record: RunRecord) -> types.CallToolResult:
+    """The envelope of a run (finished or still running) as a tool result: the record read once."""
+    env = record.envelope()
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=to_json(env))]
-    is_error = env.get("status") in FAILED
+    is_error = record.status in FAILED
     if is_error:
-        content.append(types.TextContent(type="text", text=failure_text(data)))
-    elif env.get("status") == "running":
+        content.append(types.TextContent(type="text", text=failure_text(record)))
+    elif record.status == "running":
         content.append(
             types.TextContent(
                 type="text",
-                text=f"Run {env['run_id']} is still running; call run_result(run_id) to wait for it.",
+                text=f"Run {record.run_id} is still running; call run_result(run_id) to wait for it.",
             )
         )
     return types.CallToolResult(content=content, structured_content=env, is_error=is_error)

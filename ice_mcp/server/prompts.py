@@ -13,7 +13,6 @@ from jinja2.sandbox import SandboxedEnvironment
 from mcp import MCPError
 
 from ice_mcp.server.documents import blueprint_files, doc_files
-from ice_mcp.server.envelope import record_dict
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.resources import run_ids
 
@@ -96,7 +95,7 @@ class Prompts:
             record = self._orc.get_run(arguments["run_id"])
             if record is None:
                 raise MCPError(INVALID_PARAMS, f"unknown run {arguments['run_id']!r}")
-            context["run"] = record_dict(record)
+            context["run"] = record.to_dict()
             context["run_json"] = json.dumps(context["run"], indent=2, default=str)
             workflow = registry.workflows.get(context["run"].get("workflow"))
             context["blueprint_json"] = (

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import mcp_types as types
 from mcp import MCPError
 
+from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.diagram import mermaid
 from ice_mcp.server.documents import blueprint_files, blueprint_json, doc_files, first_line
-from ice_mcp.server.envelope import record_dict, to_json
+from ice_mcp.server.envelope import to_json
 from ice_mcp.server.options import ServerOptions
 
 RESOURCE_NOT_FOUND = -32002
@@ -53,7 +53,7 @@ _URI = re.compile(r"^ice://(blueprints|docs|workflows|runs)/([^/]+)(/diagram)?$"
 
 
 class Resources:
-    def __init__(self, orc: Any, options: ServerOptions) -> None:
+    def __init__(self, orc: Orchestrator, options: ServerOptions) -> None:
         self._orc = orc
         self._options = options
 
@@ -140,7 +140,7 @@ class Resources:
             if entry is None:
                 raise missing
             if diagram:
-                return mermaid(entry.blueprint), "text/vnd.mermaid"
+                return mermaid(self._orc.workflow_plan(name)), "text/vnd.mermaid"
             return json.dumps(
                 entry.blueprint.to_dict(), indent=2, ensure_ascii=False
             ), "application/json"
@@ -148,7 +148,7 @@ class Resources:
             record = self._orc.get_run(name)
             if record is None:
                 raise missing
-            return to_json(record_dict(record)), "application/json"
+            return to_json(record.to_dict()), "application/json"
         raise missing
 
     def complete(self, uri_template: str, argument: str, prefix: str) -> list[str]:
@@ -165,14 +165,5 @@ class Resources:
         return [c for c in candidates if c.startswith(prefix)]
 
 
-def run_ids(orc: Any, limit: int = 100) -> list[str]:
-    try:
-        runs = orc.list_runs(limit=limit)
-    except Exception:
-        return []
-    ids = []
-    for run in runs:
-        data = record_dict(run)
-        if data.get("run_id"):
-            ids.append(str(data["run_id"]))
-    return ids
+def run_ids(orc: Orchestrator, limit: int = 100) -> list[str]:
+    return [run.run_id for run in orc.list_runs(limit=limit)]

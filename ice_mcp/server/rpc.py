@@ -11,11 +11,11 @@ from typing import Any
 
 from jsonrpcserver import Error, Result, Success, async_dispatch
 
-from ice_mcp.errors import IceError
-from ice_mcp.server.calls import ArgumentsInvalid, ToolCalls, check_arguments
-from ice_mcp.server.documents import DocumentError, parse_document
+from ice_mcp.errors import ArgumentsInvalid, IceError
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.calls import ToolCalls
+from ice_mcp.server.documents import parse_document
 from ice_mcp.server.edges import lone_surrogate
-from ice_mcp.server.envelope import envelope, record_dict
 from ice_mcp.server.runs import run_and_wait
 
 logger = logging.getLogger(__name__)
@@ -43,8 +43,6 @@ def _guard(fn: Method) -> Method:
         except IceError as exc:
             code = FORBIDDEN if exc.code == "forbidden" else INVALID_PARAMS
             return Error(code, exc.message, exc.as_dict())
-        except (DocumentError, ArgumentsInvalid) as exc:
-            return Error(INVALID_PARAMS, str(exc))
         except Exception:
             logger.exception("rpc method failed")
             return Error(SERVER_ERROR, "internal error")
@@ -60,21 +58,25 @@ def _check_wait(wait_seconds: Any) -> None:
         or not isinstance(wait_seconds, int | float)
         or not 0 <= wait_seconds <= MAX_WAIT_PARAM
     ):
-        raise ArgumentsInvalid([f"wait_seconds: a number of seconds from 0 to {MAX_WAIT_PARAM:g}"])
+        raise ArgumentsInvalid(f"wait_seconds: a number of seconds from 0 to {MAX_WAIT_PARAM:g}")
 
 
 def _read_only_refusal(what: str) -> Result:
     return Error(FORBIDDEN, f"{what} may change data and the server is read-only")
 
 
-def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[str, Method]:
+def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False) -> dict[str, Method]:
+    """The methods; each takes the caller (a hash of the bearer token, or None) first, as jsonrpcserver's context."""
+
     async def network_execute(
-        manifest: Any, wait_seconds: float | None = None, idempotency_key: str | None = None
+        caller: str | None, manifest: Any, wait_seconds: float | None = None, idempotency_key: str | None = None
     ) -> Result:
         _check_wait(wait_seconds)
-        return Success(await calls.network(manifest, wait_seconds, idempotency_key))
+        key = None if idempotency_key is None else str(idempotency_key)
+        return Success(await calls.network(manifest, wait_seconds, key, caller))
 
     async def workflow_run(
+        caller: str | None,
         name: str,
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -83,46 +85,46 @@ def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[
         if not isinstance(name, str) or not isinstance(inputs or {}, dict):
             return Error(INVALID_PARAMS, "name must be a string and inputs an object")
         _check_wait(wait_seconds)
-        entry = orc.registry.workflows.get(name)
-        if entry is None:
-            return Error(INVALID_PARAMS, f"unknown workflow {name!r}")
         tool = calls.catalogue.resolve(f"workflow:{name}")
-        if tool is None or calls.refusal(tool) is not None:
+        if tool is not None and calls.refusal(tool) is not None:
             return _read_only_refusal(f"workflow {name!r}")
-        check_arguments(entry.blueprint.inputs, inputs or {})
+        plan = orc.workflow_plan(name)  # the one lookup; its inputs are checked once, by the run
+        key = None if idempotency_key is None else str(idempotency_key)
         record = await run_and_wait(
-            orc,
-            name,
-            dict(inputs or {}),
-            wait_seconds=calls.wait_budget(wait_seconds),
-            idempotency_key=None if idempotency_key is None else str(idempotency_key),
-            progress=None,
-            total=None,
+            lambda on_event: orc.start(plan, dict(inputs or {}), idempotency_key=key, caller=caller),
+            wait_seconds=calls.wait_budget(wait_seconds), progress=None, total=None,
         )
-        return Success(envelope(record))
+        return Success(record.envelope())
 
-    async def blueprint_validate(blueprint: Any) -> Result:
+    async def blueprint_validate(caller: str | None, blueprint: Any) -> Result:
         report = await asyncio.to_thread(lambda: orc.validate(parse_document(blueprint)))  # off the event loop
         return Success(report.model_dump(mode="json"))
 
-    async def run_status(run_id: str) -> Result:
+    async def run_status(caller: str | None, run_id: str) -> Result:
+        network = orc.get_network(str(run_id))
+        if network is not None:
+            return Success(network.result())
         record = orc.get_run(str(run_id))
         if record is None:
             return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
-        return Success(record_dict(record))
+        return Success(record.to_dict())
 
-    async def run_cancel(run_id: str) -> Result:
+    async def run_cancel(caller: str | None, run_id: str) -> Result:
         if read_only:
             return _read_only_refusal("run.cancel")
+        network = orc.get_network(str(run_id))
+        if network is not None:
+            return Success({"run_id": run_id, "cancelled": network.cancel()})
         if orc.get_run(str(run_id)) is None:
             return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
         cancelled = await orc.cancel(str(run_id))
         return Success({"run_id": run_id, "cancelled": bool(cancelled)})
 
-    async def run_retry(run_id: str, from_node: str | None = None, wait_seconds: float | None = None) -> Result:
-        handle = await orc.retry(str(run_id), None if from_node is None else str(from_node))
+    async def run_retry(caller: str | None, run_id: str, from_node: str | None = None,
+                        wait_seconds: float | None = None) -> Result:
+        handle = await orc.retry(str(run_id), None if from_node is None else str(from_node), caller=caller)
         record = await handle.wait(timeout=calls.wait_budget(wait_seconds))
-        return Success(envelope(record_dict(record)))
+        return Success(record.envelope())
 
     methods: dict[str, Method] = {
         "network.execute": network_execute,
@@ -135,8 +137,8 @@ def rpc_methods(orc: Any, calls: ToolCalls, *, read_only: bool = False) -> dict[
     return {name: _guard(fn) for name, fn in methods.items()}
 
 
-async def handle_rpc(body: bytes, methods: dict[str, Method]) -> dict[str, Any] | None:
-    """One JSON-RPC request in, its response out (None for a notification)."""
+async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None = None) -> dict[str, Any] | None:
+    """One JSON-RPC request in, its response out (None for a notification); `caller` reaches every method."""
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
@@ -155,7 +157,7 @@ async def handle_rpc(body: bytes, methods: dict[str, Method]) -> dict[str, Any] 
     if lone_surrogate(decoded) is not None:
         return error_body(INVALID_REQUEST, "a string holds a lone UTF-16 surrogate", request_id)
     try:
-        text = await async_dispatch(json.dumps(decoded), methods=methods)
+        text = await async_dispatch(json.dumps(decoded), methods=methods, context=caller)
     except Exception:
         logger.exception("rpc dispatch failed")
         return error_body(SERVER_ERROR, "internal error", request_id)

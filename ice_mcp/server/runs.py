@@ -6,23 +6,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from ice_mcp.server.envelope import record_dict
+from ice_mcp.engine.events import Event, Listener
+from ice_mcp.engine.records import RunRecord
+from ice_mcp.orchestrator import RunHandle
 
 logger = logging.getLogger(__name__)
 
 FINISHED_EVENTS = frozenset({"node_succeeded", "node_failed", "node_skipped", "node_cancelled"})
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-def _top_level(event: Any) -> bool:
-    flag = getattr(event, "top_level", None)
-    if isinstance(flag, bool):
-        return flag
-    node_id = getattr(event, "node_id", None)
-    return isinstance(node_id, str) and "." not in node_id and "[" not in node_id
 
 
 class ProgressRelay:
@@ -35,12 +28,8 @@ class ProgressRelay:
         self._queue: asyncio.Queue[tuple[float, str] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
-    def on_event(self, event: Any) -> None:
-        if (
-            self._report is None
-            or getattr(event, "type", None) not in FINISHED_EVENTS
-            or not _top_level(event)
-        ):
+    def on_event(self, event: Event) -> None:
+        if self._report is None or event.type not in FINISHED_EVENTS or not event.top_level:
             return
         node_id = str(event.node_id)
         if node_id in self._done:
@@ -81,31 +70,22 @@ def raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
-def top_level_count(blueprint: Any) -> int | None:
-    nodes = getattr(blueprint, "nodes", None)
-    return len(nodes) if isinstance(nodes, list) else None
-
-
 async def run_and_wait(
-    orc: Any,
-    target: Any,
-    inputs: dict[str, Any],
+    start: Callable[[Listener | None], Awaitable[RunHandle]],
     *,
     wait_seconds: float,
-    idempotency_key: str | None,
     progress: Progress | None,
     total: int | None,
-) -> dict[str, Any]:
-    """Start (or attach to) a run and wait up to `wait_seconds`; the caller's cancellation cancels the run."""
-    relay = ProgressRelay(progress, total)
-    handle = await orc.start(
-        target, inputs, idempotency_key=idempotency_key, on_event=relay.on_event
-    )
+) -> RunRecord:
+    """Start (or attach to) a run with `start(on_event)` and wait up to `wait_seconds`; the caller's
+    cancellation cancels the run. Progress is relayed only when the client asked for it."""
+    relay = ProgressRelay(progress, total) if progress is not None else None
+    handle = await start(relay.on_event if relay is not None else None)
     try:
-        record = await handle.wait(timeout=wait_seconds)
+        return await handle.wait(timeout=wait_seconds)
     except asyncio.CancelledError:
         handle.cancel()
         raise
     finally:
-        await relay.flush()
-    return record_dict(record)
+        if relay is not None:
+            await relay.flush()

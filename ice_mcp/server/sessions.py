@@ -19,9 +19,10 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ice_mcp.server.access import caller_of_token, read_authorization
+from ice_mcp.server.guard import replay
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class SessionEndpoint:
             if key is not None:
                 self._in_flight.add(key)
             try:
-                await self.manager.handle_request(scope, _replay(body, receive), send)
+                await self.manager.handle_request(scope, replay(body, receive), send)
             finally:
                 if key is not None:
                     self._in_flight.discard(key)
@@ -198,16 +199,3 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed

@@ -1,13 +1,21 @@
-"""What a tool can know of the call it serves: the run's services, and the call's identity for idempotency."""
+"""What a tool can know of the call it serves: the node attempt calling it (its idempotency key),
+its orchestrator's services, and what is left of the budget.
+
+This is the one ContextVar that crosses layers: a tool's signature belongs to its author (it is
+the tool's input schema), so the tool node passes the call beside the arguments, not in them.
+"""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from ice_mcp.services import Services, Settings
+from ice_mcp.settings import Settings
 
-CURRENT_SERVICES: ContextVar[Services | None] = ContextVar("ice_mcp_services", default=None)
+if TYPE_CHECKING:
+    from ice_mcp.engine.context import Spend
+    from ice_mcp.services import Services
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,21 +30,51 @@ class ToolCall:
     run_id: str
     node_path: str
     attempt: int
+    services: Services | None = field(default=None, compare=False, repr=False)
+    spend: Spend | None = field(default=None, compare=False, repr=False)
 
     @property
     def idempotency_key(self) -> str:
         return f"{self.run_id}/{self.node_path}/{self.attempt}"
 
+    def budget_left(self) -> float | None:
+        """What the run (and its network and caller) may still spend; None when unlimited."""
+        return self.spend.remaining() if self.spend is not None else None
 
-CURRENT_CALL: ContextVar[ToolCall | None] = ContextVar("ice_mcp_tool_call", default=None)
+
+class CallSource(Protocol):
+    """What a ToolCall is read from: a ToolCall, or the engine's NodeCall (no ToolCall made unless asked)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def node_path(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def services(self) -> Services | None: ...
+    @property
+    def spend(self) -> Spend | None: ...
+
+
+CURRENT_CALL: ContextVar[CallSource | None] = ContextVar("ice_mcp_tool_call", default=None)
 
 
 def current_call() -> ToolCall | None:
-    """The node attempt calling this tool, or None when the tool is called directly (an MCP tool call)."""
-    return CURRENT_CALL.get()
+    """The node attempt calling this tool, or None when the tool is called outside any run."""
+    source = CURRENT_CALL.get()
+    if source is None or isinstance(source, ToolCall):
+        return source
+    return ToolCall(source.run_id, source.node_path, source.attempt, source.services, source.spend)
+
+
+def current_services() -> Services | None:
+    """The calling orchestrator's services, or None outside any run."""
+    source = CURRENT_CALL.get()
+    return source.services if source is not None else None
 
 
 def current_settings() -> Settings:
-    """Settings of the calling run, or from the environment when a tool is called directly."""
-    services = CURRENT_SERVICES.get()
+    """Settings of the calling run, or from the environment when a tool is called outside any run."""
+    services = current_services()
     return services.settings if services is not None else Settings.from_env()

@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx2
 
-from ice_mcp.nodes.base import NodeFailure
-from ice_mcp.services import Settings
+from ice_mcp.errors import NodeFailure
+from ice_mcp.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

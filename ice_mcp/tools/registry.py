@@ -1,18 +1,21 @@
-"""The registry of tools, agents and workflows, and the `@tool` decorator."""
+"""The registry of tools, agents and workflows (one per orchestrator), and the `@tool` decorator.
+
+`@tool` collects into DEFAULT_REGISTRY, which only the default orchestrator reads (live, beneath
+its own registry); other orchestrators get the registry they are given, or a copy the caller makes."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterator
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ice_mcp.blueprint.issues import nearest
-from ice_mcp.errors import UnknownName
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure, UnknownName
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.models import Blueprint
@@ -48,6 +51,9 @@ def _input_model(name: str, fn: ToolFunction) -> type[BaseModel]:
     return create_model(f"{name}_arguments", __base__=_ArgsBase, **fields)
 
 
+_ANNOTATION_KEYWORDS = frozenset({"title", "description", "default", "examples", "deprecated"})
+
+
 @dataclass(slots=True)
 class ToolEntry:
     """A callable tool: validated arguments in, a JSON object out."""
@@ -60,31 +66,55 @@ class ToolEntry:
     is_async: bool = False
     blocking: bool = False
     input_schema: dict[str, Any] = field(default_factory=dict)
+    # Arguments whose schema constrains their value (an `Any` argument takes anything): what validation checks.
+    constrained: frozenset[str] = frozenset()
+    parameters: tuple[str, ...] = ()  # read once: pydantic's model_fields costs microseconds per access
 
     def __post_init__(self) -> None:
+        self.parameters = tuple(self.input_model.model_fields)
         self.input_schema = self.input_model.model_json_schema()
         self.input_schema.pop("title", None)
+        self.constrained = frozenset(name for name, schema in self.input_schema.get("properties", {}).items()
+                                     if set(schema) - _ANNOTATION_KEYWORDS)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        return self.input_schema.get("properties", {})
+
+    @property
+    def required(self) -> list[str]:
+        return self.input_schema.get("required", [])
 
     def parse_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        if not arguments and not self.input_model.model_fields:
+        """The tool's keyword arguments from JSON arguments; raises NodeFailure(invalid_arguments) naming each
+        problem (an unknown argument with the nearest one the tool takes)."""
+        if not arguments and not self.parameters:
             return {}
         try:
             parsed = self.input_model.model_validate(arguments)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(self._problem(e) for e in exc.errors())
             raise NodeFailure(
                 f"invalid arguments for tool {self.name!r}: {problems}",
                 code="invalid_arguments",
                 retryable=False,
                 details={"errors": exc.errors(include_url=False, include_context=False, include_input=False)},
             ) from None
-        return {key: getattr(parsed, key) for key in type(parsed).model_fields}
+        return {key: getattr(parsed, key) for key in self.parameters}
+
+    def _problem(self, error: Any) -> str:
+        where = ".".join(str(p) for p in error["loc"]) or "(arguments)"
+        if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+            hint = nearest(str(error["loc"][0]), self.parameters)
+            return f"{where}: unknown argument" + (f"; did you mean {hint!r}?" if hint else "")
+        return f"{where}: {error['msg']}"
 
     async def call(self, arguments: dict[str, Any]) -> Any:
         """Validate the arguments and call the tool; returns what the tool returned."""
-        kwargs = self.parse_arguments(arguments)
+        return await self.call_parsed(self.parse_arguments(arguments))
+
+    async def call_parsed(self, kwargs: dict[str, Any]) -> Any:
+        """Call the tool with arguments `parse_arguments` already checked."""
         if self.is_async:
             return await self.function(**kwargs)
         if self.blocking:
@@ -139,13 +169,20 @@ Listener = Callable[[str, str], Any]
 
 
 class Registry:
-    """Everything runnable by name. Listeners hear of each change as (kind, name)."""
+    """Everything runnable by name. Listeners hear of each change as (kind, name).
 
-    def __init__(self) -> None:
-        self.tools: dict[str, ToolEntry] = {}
-        self.agents: dict[str, AgentEntry] = {}
-        self.workflows: dict[str, WorkflowEntry] = {}
+    With a `parent`, names the registry lacks are looked up there (live); additions and removals
+    change only this registry.
+    """
+
+    def __init__(self, parent: Registry | None = None) -> None:
+        self.tools: MutableMapping[str, ToolEntry] = {} if parent is None else ChainMap({}, parent.tools)
+        self.agents: MutableMapping[str, AgentEntry] = {} if parent is None else ChainMap({}, parent.agents)
+        self.workflows: MutableMapping[str, WorkflowEntry] = (
+            {} if parent is None else ChainMap({}, parent.workflows))
         self._listeners: list[Listener] = []
+        if parent is not None:
+            parent.subscribe(self._changed)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -201,7 +238,8 @@ class Registry:
         return entry
 
     def remove(self, kind: str, name: str) -> bool:
-        tables: dict[str, dict[str, Any]] = {"tool": self.tools, "agent": self.agents, "workflow": self.workflows}
+        tables: dict[str, MutableMapping[str, Any]] = {"tool": self.tools, "agent": self.agents,
+                                                       "workflow": self.workflows}
         table = tables[kind]
         if table.pop(name, None) is None:
             return False
@@ -232,12 +270,13 @@ class Registry:
                 yield kind, name
 
     def copy(self) -> Registry:
+        """A registry with the same entries as this one now (the parent's included), changed independently."""
         other = Registry()
         other.tools, other.agents, other.workflows = dict(self.tools), dict(self.agents), dict(self.workflows)
         return other
 
 
-DEFAULT_REGISTRY = Registry()
+DEFAULT_REGISTRY = Registry()  # where `@tool` and `@agent` collect; read by the default orchestrator only
 
 
 @overload

@@ -1,8 +1,7 @@
 """Budgets: the estimate checked before running, and actual spend stopping the run.
 
-LLM nodes come from another part of the project; here a stand-in `llm` executor with a
-known estimate is installed for the test only (restored afterwards), so the engine's
-budget logic is tested on its own.
+A stand-in `llm` node type with a known estimate replaces the real one on the test's
+orchestrator, so the engine's budget logic is tested on its own.
 """
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from ice_mcp import NodeResult, Orchestrator, Registry, Usage
+from ice_mcp import NodeCall, NodeResult, NodeType, Orchestrator, Registry, Usage
 from ice_mcp.blueprint.issues import CostEstimate
-from ice_mcp.nodes import node_types
-from ice_mcp.nodes.base import NodeCall, NodeType
 
 from .helpers import blueprint, tool
 
@@ -24,13 +21,16 @@ async def fake_llm(call: NodeCall) -> NodeResult:
     return NodeResult({"text": str(prompt).upper()}, cost_usd=0.1, usage=Usage(input_tokens=10, output_tokens=2))
 
 
-def fake_estimate(spec: Any, services: Any) -> CostEstimate:
+def fake_estimate(spec: Any, ctx: Any, sub: CostEstimate) -> CostEstimate:
     return CostEstimate(llm_calls_min=1, llm_calls_max=1, usd_min=0.05, usd_max=0.2)
 
 
+STAND_IN_LLM = NodeType(name="llm", execute=fake_llm, estimate=fake_estimate)
+
+
 @pytest.fixture
-def llm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(node_types(), "llm", NodeType(name="llm", execute=fake_llm, estimate=fake_estimate))
+def llm(orc: Orchestrator) -> None:
+    orc.node_types["llm"] = STAND_IN_LLM  # this orchestrator's own table: nothing to restore
 
 
 def llm_node(node_id: str, prompt: str, **fields: Any) -> dict[str, Any]:

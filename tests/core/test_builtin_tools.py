@@ -25,6 +25,16 @@ async def call(orc: Orchestrator, name: str, **args: Any) -> NodeRecord:
     return record.nodes["t"]
 
 
+async def call_at_run_time(orc: Orchestrator, name: str, **args: Any) -> NodeRecord:
+    """The arguments reach the tool only when the run renders them (validation cannot see them)."""
+    record = await orc.run(blueprint(tool("t", name, {key: f"{{{{ inputs.{key} }}}}" for key in args})), args)
+    return record.nodes["t"]
+
+
+def refused_at_validation(orc: Orchestrator, name: str, **args: Any) -> list[tuple[str, str | None]]:
+    return [(e.code, e.field) for e in orc.validate(blueprint(tool("t", name, args))).errors]
+
+
 def test_builtins_are_registered_with_annotations(orc: Orchestrator) -> None:
     assert set(orc.registry.tools) >= BUILTINS
     assert orc.registry.tools["file_read"].annotations.read_only
@@ -252,9 +262,11 @@ async def test_http_connection_refused(orc: Orchestrator, server: str) -> None:
 async def test_http_refuses_non_http_urls(orc: Orchestrator) -> None:
     # regression: Annotated[..., Field(pattern=...)] constraints used to be dropped from tool schemas
     assert orc.registry.tools["http_request"].input_schema["properties"]["url"]["pattern"] == "^https?://"
-    node = await call(orc, "http_request", url="file:///etc/passwd")
+    node = await call_at_run_time(orc, "http_request", url="file:///etc/passwd")
     assert node.error["code"] == "invalid_arguments"
     assert node.attempts == 1
+    assert refused_at_validation(orc, "http_request", url="file:///etc/passwd") == [("invalid_tool_args",
+                                                                                      "tool_args.url")]
 
 
 # -- render_template and sleep ----------------------------------------------
@@ -291,8 +303,9 @@ async def test_render_template_abuse_fails(orc: Orchestrator) -> None:
 async def test_sleep_tool(orc: Orchestrator) -> None:
     node = await call(orc, "sleep", seconds=0)
     assert node.output == {"slept": 0.0}
-    node = await call(orc, "sleep", seconds="soon")
+    node = await call_at_run_time(orc, "sleep", seconds="soon")
     assert node.error["code"] == "invalid_arguments"
+    assert refused_at_validation(orc, "sleep", seconds="soon") == [("invalid_tool_args", "tool_args.seconds")]
 
 
 @pytest.mark.parametrize("seconds", [-1, 301])
@@ -300,8 +313,9 @@ async def test_sleep_tool_bounds(orc: Orchestrator, seconds: float) -> None:
     entry = orc.registry.tools["sleep"]
     assert entry.input_schema["properties"]["seconds"]["maximum"] == 300
     assert entry.input_schema["properties"]["seconds"]["minimum"] == 0
-    node = await call(orc, "sleep", seconds=seconds)
+    node = await call_at_run_time(orc, "sleep", seconds=seconds)
     assert node.error["code"] == "invalid_arguments"
+    assert refused_at_validation(orc, "sleep", seconds=seconds) == [("invalid_tool_args", "tool_args.seconds")]
 
 
 async def test_sleep_tool_is_cancellable(orc: Orchestrator) -> None:

@@ -153,7 +153,8 @@ async def test_annotated_constraints_reach_the_schema(registry: Registry) -> Non
 @pytest.mark.parametrize(("arguments", "problem"), [
     ({"a": "x"}, "a: Input should be a valid integer, unable to parse string as an integer"),
     ({}, "a: Field required"),
-    ({"a": 1, "zzz": 2}, "zzz: Extra inputs are not permitted"),
+    ({"a": 1, "zzz": 2}, "zzz: unknown argument"),
+    ({"aa": 1}, "a: Field required; aa: unknown argument; did you mean 'a'?"),
 ])
 async def test_bad_arguments_are_invalid_arguments(registry: Registry, arguments: dict[str, Any],
                                                    problem: str) -> None:

@@ -6,16 +6,23 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from jinja2.exceptions import TemplateSyntaxError
 
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.engine.templates import (
+    ENV,
     MAX_OUTPUT_CHARS,
     MAX_RENDER_SECONDS,
     MAX_TOKENS,
     MAX_WORK_CHARS,
+    Expression,
     Scope,
     TemplateCompileError,
     TemplateFailure,
+    Text,
+    _expression_tokens,
     compile_expression,
     compile_value,
 )
@@ -326,3 +333,67 @@ def test_the_issue_cases_are_refused_with_a_clear_error_quickly(source: str, mes
 def test_bounded_filters_and_methods_keep_their_meaning(source: str, expected: Any) -> None:
     value = render(source, {"rows": [{"n": 1}, {"n": 2}]})
     assert value == (list(expected) if isinstance(expected, tuple) else expected)
+
+
+# -- fast paths: the same result as Jinja, without Jinja ------------------------------------------
+
+TEXT_DATA = {"a": {"b": [1, {"c": None}], "s": "text", "f": 1.5, "t": True, "d": {"k": 1}}, "nothing": None,
+             "xs": [1, 2], "inputs": {"x": "in"}}
+
+
+@pytest.mark.parametrize("source", [
+    "{{ a.s }}-{{ inputs.x }}", "x{{ a.b[0] }}y{{ a.b[1].c }}z", "{{ a.f }} {{ a.t }} {{ a.d }} {{ xs }}",
+    "{{ nothing }}|{{ absent }}|{{ a.nope }}|{{ nothing.x }}|{{ xs[5] }}", "{{ a['s'] }}{{ a[\"d\"].k }}",
+    "line\n{{ a.s }}\n", "{{a.s}}{{ a.s }}", "}} {{ a.s }} }}",
+])
+def test_text_of_plain_paths_renders_as_jinja_renders_it(source: str) -> None:
+    compiled = compile_value(source)
+    assert type(compiled).__name__ == "PathText"
+    scope = Scope(dict(TEXT_DATA))
+    assert compiled.render(scope) == ENV.from_string(source).render(TEXT_DATA)
+
+
+@pytest.mark.parametrize("source", ["{{ a | upper }}-x", "{{ true }}-x", "{{ a.if }}-x", "{{ range }}-x",
+                                    "{{ a[-1] }}-x", "{{ a . b }}-x", "{{- a }}-x", "{% if a %}x{% endif %}"])
+def test_anything_else_in_text_goes_to_jinja(source: str) -> None:
+    try:
+        compiled = compile_value(source)
+    except TemplateCompileError:
+        return  # refused as before (statement blocks)
+    assert type(compiled).__name__ == "Text"
+
+
+EXPRESSION_PIECES = ["a", "b.c", "1", "2.5e3", "0x1f", "1_000", "'s'", '"d\\n"', "(", ")", "[", "]", "{", "}",
+                     ":", ",", "|", "upper", "+", "-", "*", "**", "//", "~", "==", "!=", ">=", "and", "not",
+                     "in", "is", " ", "\n", "\t", ".", "x1", "none", "True", "'a}b'", "}}", "-}}", "\r\n", "#", "@"]
+
+
+@given(st.lists(st.sampled_from(EXPRESSION_PIECES), max_size=12))
+def test_the_expression_scanner_yields_jinjas_tokens(pieces: list[str]) -> None:
+    source = "".join(pieces)
+    scanned = _expression_tokens(source)
+    try:
+        jinja = list(ENV.lexer.tokeniter(source, None, None, "variable"))
+    except TemplateSyntaxError:
+        assert scanned is None  # what Jinja refuses, the scanner leaves to Jinja
+        return
+    assert scanned is None or scanned == jinja
+
+
+def test_code_is_generated_at_first_render_or_when_prepared() -> None:
+    lazy = compile_expression("xs | map('string') | join(',')")
+    assert isinstance(lazy, Expression) and lazy.function is None
+    assert lazy.render(Scope({"xs": [1, 2]})) == "1,2"
+    assert lazy.function is not None
+    text = compile_value("{{ xs | length }} items in {{ xs | first }}")
+    assert isinstance(text, Text) and text.template is None
+    text.prepare()
+    assert text.template is not None and text.render(Scope({"xs": [4, 5]})) == "2 items in 4"
+
+
+@pytest.mark.parametrize(("source", "message"), [("{{ x | nosuchfilter }}", "No filter named 'nosuchfilter'."),
+                                                 ("a {{ x is nosuchtest }}", "No test named 'nosuchtest'.")])
+def test_unknown_filters_and_tests_are_refused_when_compiling(source: str, message: str) -> None:
+    with pytest.raises(TemplateCompileError, match=message) as info:
+        compile_value(source)
+    assert info.value.code == "template_syntax"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ice_mcp import (
     BlueprintInvalid,
+    InputsInvalid,
     Orchestrator,
     Registry,
     Settings,
@@ -283,3 +284,52 @@ def test_validate_never_raises_on_arbitrary_values(doc: Any) -> None:
     report = _PROP_ORC.validate(doc if isinstance(doc, dict | str) else {"name": "x", "nodes": doc})
     assert isinstance(report, ValidationReport)
     assert [e.message for e in report.errors if e.code == "internal_error"] == []
+
+
+# -- inputs the blueprint does not declare, and tool arguments of the wrong type ------------------
+
+THRESHOLD = {"type": "object", "properties": {"threshold": {"type": "number", "default": 10}}}
+
+
+def count(n: int, label: str = "") -> dict[str, Any]:
+    return {"n": n, "label": label}
+
+
+def test_reading_an_undeclared_input_is_refused_with_the_nearest(vorc: Orchestrator) -> None:
+    report = vorc.validate(blueprint(
+        tool("a", "echo", {"value": "{{ inputs.treshold }}"}),
+        tool("b", "echo", {"value": "at {{ inputs['threshhold'] }} and {{ inputs.threshold | string }}"}),
+        {"id": "c", "type": "condition", "expression": "inputs.get('threshold') and inputs.limit > 1"},
+        inputs=THRESHOLD, outputs={"t": "{{ inputs.tresh }}"}))
+    found = [(e.code, e.node_id, e.field, e.suggestion) for e in report.errors]
+    assert found == [("unknown_input", "a", "tool_args", "threshold"), ("unknown_input", "b", "tool_args", "threshold"),
+                     ("unknown_input", "c", "expression", None), ("unknown_input", None, "outputs", "threshold")]
+    assert "inputs.treshold" in report.errors[0].message
+
+
+def test_inputs_are_not_checked_when_the_blueprint_does_not_list_them(vorc: Orchestrator) -> None:
+    assert vorc.validate(blueprint(tool("a", "echo", {"value": "{{ inputs.anything }}"}))).ok
+    open_schema = {"type": "object", "properties": {"x": {}}, "additionalProperties": True}
+    assert vorc.validate(blueprint(tool("a", "echo", {"value": "{{ inputs.y }}"}), inputs=open_schema)).ok
+
+
+def test_constant_tool_arguments_are_checked_against_the_tool(vorc: Orchestrator, registry: Registry) -> None:
+    registry.add_tool(count)
+    report = vorc.validate(blueprint(
+        tool("bad", "count", {"n": "many", "label": 3}),
+        tool("templated", "count", {"n": "{{ inputs.threshold }}"}),  # known only at run time: not checked
+        tool("fine", "count", {"n": "7", "label": "x"}),  # the tool accepts what it can convert
+        inputs=THRESHOLD))
+    found = [(e.code, e.node_id, e.field) for e in report.errors]
+    assert found == [("invalid_tool_args", "bad", "tool_args.n"), ("invalid_tool_args", "bad", "tool_args.label")]
+    assert "valid integer" in report.errors[0].message and "valid string" in report.errors[1].message
+
+
+async def test_a_run_refuses_inputs_the_blueprint_does_not_declare(vorc: Orchestrator) -> None:
+    bp = blueprint(tool("a", "echo", {"value": "{{ inputs.threshold | string }}"}), inputs=THRESHOLD)
+    with pytest.raises(InputsInvalid) as refused:
+        await vorc.run(bp, {"treshold": 5})
+    assert refused.value.details["errors"] == [{"path": "treshold",
+                                                "message": "unknown input; did you mean 'threshold'?"}]
+    record = await vorc.run(bp, {"threshold": 5})
+    assert record.status == "succeeded" and record.outputs == {"a": {"value": "5"}}

@@ -18,9 +18,6 @@ import pytest
 
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.llm import LLMConfig, LLMService
-from ice_mcp.nodes import register_node_type
-from ice_mcp.nodes.agent import AGENT_NODE
-from ice_mcp.nodes.llm import LLM_NODE
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures" / "aimock.json"
@@ -110,11 +107,8 @@ def make_orchestrator() -> Callable[[Path, LLMService], Orchestrator]:
     made: list[Orchestrator] = []
 
     def make(tmp_path: Path, service: LLMService) -> Orchestrator:
-        register_node_type(LLM_NODE)
-        register_node_type(AGENT_NODE)
         orchestrator = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path, persist_runs=False),
-                                    builtin_tools=False)
-        orchestrator.services.set_resource("llm", service)
+                                    builtin_tools=False, llm=service)
         made.append(orchestrator)
         return orchestrator
 

@@ -12,7 +12,6 @@ import pytest
 from ice_mcp import Orchestrator
 from ice_mcp.agents import agent, load_agents
 from ice_mcp.llm import LLMConfig, LLMService
-from ice_mcp.memory import memory_for
 
 
 @pytest.fixture
@@ -64,7 +63,7 @@ async def test_agent_calls_a_tool_and_a_workflow_then_answers(orch: Orchestrator
         ("double_it", {"x": 21}, {"result": 42}),
     ]
     assert output["usage"] == {"input_tokens": 900, "output_tokens": 70}
-    price = orch.services.resource("llm", LLMService.from_services).price(model, "openai" if "gpt" in model else "anthropic")
+    price = orch.services.llm.price(model, "openai" if "gpt" in model else "anthropic")
     assert output["cost_usd"] == pytest.approx((900 * price.input_per_million + 70 * price.output_per_million) / 1e6)
     assert record.cost_usd == pytest.approx(output["cost_usd"])
     turns = [e["data"] for e in events if e["type"] == "node_event" and e["data"]["event"] == "agent_turn"]
@@ -154,7 +153,7 @@ async def test_agent_memory_is_offered_as_tools_read_before_and_written_after(or
     second = await orch.run(agent_blueprint("what about acme?", "crm"))
     assert second.status == "succeeded", second.error
     assert second.nodes["helper"].output["text"] == "Acme pays late (from memory)."
-    store = memory_for(orch.services)
+    store = orch.services.memory()
     assert await store.semantic.get("crm", "acme") == ["pays late"]
     episodes = await store.episodic.search(key="crm")
     assert [e.outcome for e in episodes] == ["answered", "answered"]

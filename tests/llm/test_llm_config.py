@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ice_mcp.engine.context import CURRENT_SPEND, RunStopped, Spend
+from ice_mcp.engine.context import Spend
+from ice_mcp.errors import RunStopped
 from ice_mcp.llm import (
     BudgetExceeded,
     ChatRequest,
@@ -17,7 +18,7 @@ from ice_mcp.llm import (
 from ice_mcp.llm.errors import parse_retry_after
 from ice_mcp.llm.pricing import default_prices
 from ice_mcp.llm.structured import InvalidOutput, parse_json
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 KEYS = {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "a", "GEMINI_API_KEY": "g", "DEEPSEEK_API_KEY": "d"}
 
@@ -92,12 +93,10 @@ async def test_a_call_that_does_not_fit_the_spend_chain_is_refused_before_connec
     network = Spend(budget_usd=0.0001, parent=caller)
     run = Spend(parent=network)
     request = ChatRequest(model="gpt-4o", messages=[Message.user("hi")], max_tokens=4000)
-    token = CURRENT_SPEND.set(run)
     try:
         with pytest.raises(BudgetExceeded) as caught:
-            await service.complete(request)  # refused before any connection is tried
+            await service.complete(request, budget_left=run.remaining())  # refused before any connection
     finally:
-        CURRENT_SPEND.reset(token)
         await service.aclose()
     assert caught.value.code == "over_budget"
     assert caught.value.remaining_usd == pytest.approx(0.0001)
@@ -110,10 +109,9 @@ async def test_a_spent_caller_budget_refuses_the_next_call() -> None:
     caller = Spend(budget_usd=0.01)
     with pytest.raises(RunStopped):
         caller.charge(0.012, Usage())
-    token = CURRENT_SPEND.set(Spend(parent=caller))
     try:
         with pytest.raises(BudgetExceeded):
-            await service.complete(ChatRequest(model="gpt-4o-mini", messages=[Message.user("hi")], max_tokens=1))
+            await service.complete(ChatRequest(model="gpt-4o-mini", messages=[Message.user("hi")], max_tokens=1),
+                                   budget_left=Spend(parent=caller).remaining())
     finally:
-        CURRENT_SPEND.reset(token)
         await service.aclose()

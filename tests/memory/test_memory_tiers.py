@@ -121,5 +121,5 @@ async def test_redis_down_is_a_clear_error_quickly() -> None:
 
 
 def test_unknown_backend_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown memory backend"):
+    with pytest.raises(MemoryUnavailable, match="unknown memory backend"):
         open_memory("postgres://nope")

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ice_mcp import Orchestrator, Registry, Settings, nodes
-from ice_mcp.nodes import node_types, register_node_type
-from ice_mcp.nodes.code import CODE_NODE
+from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.sandbox import Sandbox
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -19,9 +17,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def orchestrator(sandbox_cache: None, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Orchestrator]:
-    added = "code" not in node_types()  # until the lead registers it among the built-ins
-    if added:
-        register_node_type(CODE_NODE)
     data = tmp_path_factory.mktemp("code-node")
     settings = Settings(data_dir=Path(data), persist_runs=False, extra={"sandbox": {"workers": 1, "max_timeout_seconds": 2}})
     orch = Orchestrator(registry=Registry(), settings=settings, builtin_tools=False)
@@ -29,8 +24,6 @@ async def orchestrator(sandbox_cache: None, tmp_path_factory: pytest.TempPathFac
         yield orch
     finally:
         await orch.aclose()
-        if added:  # leave the global table as other tests expect it
-            nodes._NODE_TYPES.pop("code", None)
 
 
 def blueprint(code: str, inputs: dict[str, Any], **node: Any) -> dict[str, Any]:
@@ -68,8 +61,6 @@ async def test_code_node_limits_apply(orchestrator: Orchestrator) -> None:
 
 
 async def test_one_sandbox_per_server(orchestrator: Orchestrator) -> None:
-    from ice_mcp.nodes.code import SANDBOX_RESOURCE, sandbox_factory
-
-    box = orchestrator.services.resource(SANDBOX_RESOURCE, sandbox_factory)
+    box = orchestrator.services.sandbox
     assert isinstance(box, Sandbox)
     assert box.config.workers == 1 and box.config.max_timeout_seconds == 2

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.sandbox import Sandbox, SandboxConfig, SandboxError
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

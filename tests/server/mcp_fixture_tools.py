@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.tools.registry import ToolAnnotations, tool
 
 

@@ -19,10 +19,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server import ServerOptions, create_http_app
-from ice_mcp.services import Settings
+from ice_mcp.settings import Settings
 from ice_mcp.tools.registry import Registry, ToolAnnotations
 
 ROOT = Path(__file__).resolve().parents[2]

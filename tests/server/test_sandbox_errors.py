@@ -10,7 +10,7 @@ from mcp_helpers import make_options, structured
 
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server import build_server
-from ice_mcp.services import Settings
+from ice_mcp.settings import Settings
 from ice_mcp.tools.registry import Registry
 
 BLUEPRINTS = [

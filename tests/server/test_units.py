@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from ice_mcp import Orchestrator, Settings
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.server.annotations import workflow_annotations
 from ice_mcp.server.diagram import mermaid
@@ -123,7 +124,7 @@ def test_mermaid_diagram() -> None:
             ],
         }
     )
-    text = mermaid(bp)
+    text = mermaid(Orchestrator(registry=Registry(), settings=Settings(persist_runs=False)).compile(bp))
     assert text.startswith("flowchart TD")
     assert "a --> c" in text and "c -->|true| b" in text and "a --> b" in text
 

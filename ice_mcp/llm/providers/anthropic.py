@@ -11,7 +11,7 @@ import anthropic
 
 from ice_mcp.llm.errors import LLMError, status_error
 from ice_mcp.llm.types import ChatRequest, Completion, Message, StreamDelta, ToolCall
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 JSON_TOOL = "json_output"
 

@@ -12,7 +12,7 @@ import openai
 from ice_mcp.llm.errors import LLMError, status_error
 from ice_mcp.llm.providers.base import json_instruction, parse_arguments
 from ice_mcp.llm.types import ChatRequest, Completion, Message, StreamDelta, ToolCall
-from ice_mcp.nodes.base import Usage
+from ice_mcp.types import Usage
 
 StructuredMode = Literal["json_schema", "json_object"]
 

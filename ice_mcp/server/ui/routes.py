@@ -19,7 +19,6 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import CURRENT_CALLER
 from ice_mcp.server.access import bearer_token, caller_id, same_secret
 from ice_mcp.server.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
@@ -421,8 +420,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         if from_node is not None and not isinstance(from_node, str):
             raise UiError(400, "invalid_node", "from_node must be a node id")
         record_of(run_id)
-        CURRENT_CALLER.set(caller_id(request))
-        handle = await orc.retry(run_id, from_node)
+        handle = await orc.retry(run_id, from_node, caller=caller_id(request))
         return _json({"run_id": handle.run_id, "retry_of": run_id})
 
     async def workflows(request: Request) -> Response:
@@ -456,8 +454,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         inputs = data.get("inputs", {})
         if not isinstance(inputs, dict):
             raise UiError(400, "invalid_inputs", "inputs must be a JSON object")
-        CURRENT_CALLER.set(caller_id(request))
-        handle = await orc.start(name, inputs)
+        handle = await orc.start(name, inputs, caller=caller_id(request))
         return _json({"run_id": handle.run_id})
 
     api: list[tuple[str, Endpoint, str]] = [

@@ -42,8 +42,8 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
+    from ice_mcp.server.guard import DEFAULT_MAX_BODY, Guard, security_settings
     from ice_mcp.server.ui.routes import UiConfig, ui_routes
-    from ice_mcp.server.web import DEFAULT_MAX_BODY, Guard, security_settings
 
     token = token if token is not None else (os.environ.get("ICE_MCP_TOKEN") or None)
     admin_token = admin_token if admin_token is not None else (os.environ.get("ICE_MCP_ADMIN_TOKEN") or None)
@@ -63,7 +63,7 @@ def _orchestrator(args: argparse.Namespace) -> Any:
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
     from ice_mcp.bundled import bundled_dir
     from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-    from ice_mcp.services import Settings
+    from ice_mcp.settings import Settings
 
     import_tool_modules(args.tools)
     orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace))
@@ -76,7 +76,7 @@ def _orchestrator(args: argparse.Namespace) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from ice_mcp.server.cli import bind_listener, serve_http
+    from ice_mcp.server.serving import bind_listener, serve_http
 
     with bind_listener(args.host, args.port) as listener:
         orc = _orchestrator(args)

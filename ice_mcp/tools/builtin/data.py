@@ -9,8 +9,8 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 from pydantic import Field
 
-from ice_mcp.engine.templates import TemplateCompileError, render_text
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.engine.templates import render_text
+from ice_mcp.errors import NodeFailure, TemplateCompileError
 
 
 def json_query(

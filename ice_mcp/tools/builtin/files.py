@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.tools.context import current_settings
 
 MAX_READ_BYTES = 20 * 1024 * 1024

@@ -11,14 +11,15 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.json_call import OutputInvalid, ask
 from ice_mcp.llm.service import LLMService
 from ice_mcp.llm.types import ChatRequest, Message
-from ice_mcp.nodes.base import NodeFailure, NodeResult
-from ice_mcp.services import Services, Settings
-from ice_mcp.tools.context import CURRENT_SERVICES
+from ice_mcp.settings import Settings
+from ice_mcp.tools.context import current_call
 from ice_mcp.tools.registry import Registry, ToolAnnotations
+from ice_mcp.types import NodeResult
 
 MAX_INPUT_CHARS = 200_000
 MAX_RECORDS = 1_000
@@ -44,17 +45,15 @@ INSIGHTS_SCHEMA: dict[str, Any] = {
 _fallback: LLMService | None = None
 
 
-def _service() -> LLMService:
-    """The calling run's LLM service, or one from the environment when called directly."""
+def _service() -> tuple[LLMService, float | None]:
+    """The calling run's LLM service and budget left, or a service from the environment outside any run."""
     global _fallback
-    services = CURRENT_SERVICES.get()
-    if services is not None:
-        return LLMService.of(services)
+    call = current_call()
+    if call is not None and call.services is not None:
+        return call.services.llm, call.budget_left()
     if _fallback is None:
-        from ice_mcp.tools.registry import DEFAULT_REGISTRY
-
-        _fallback = LLMService.of(Services(DEFAULT_REGISTRY, Settings.from_env()))
-    return _fallback
+        _fallback = LLMService.from_settings(Settings.from_env())
+    return _fallback, None
 
 
 def _result(answer_text: str, extra: dict[str, Any], answer: Any) -> NodeResult:
@@ -79,8 +78,9 @@ async def summarize(
         max_tokens=max(64, int(max_words * 2)),
         temperature=0.2,
     )
+    service, budget_left = _service()
     try:
-        answer = await ask(_service(), request, provider=provider)
+        answer = await ask(service, request, provider=provider, budget_left=budget_left)
     except LLMError as exc:
         raise NodeFailure(exc.message, code=exc.code, retryable=exc.retryable) from None
     words = answer.completion.text.strip().split()
@@ -112,8 +112,9 @@ async def extract_insights(
         temperature=0.2,
         json_schema=INSIGHTS_SCHEMA,
     )
+    service, budget_left = _service()
     try:
-        answer = await ask(_service(), request, provider=provider)
+        answer = await ask(service, request, provider=provider, budget_left=budget_left)
     except OutputInvalid as exc:
         raise NodeFailure(exc.message, code=exc.code, details={"problems": exc.problems}) from None
     except LLMError as exc:

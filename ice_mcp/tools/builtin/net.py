@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import httpx2
 from pydantic import Field
 
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.tools import egress
 from ice_mcp.tools.context import current_settings
 

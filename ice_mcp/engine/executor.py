@@ -1,72 +1,26 @@
 """The one narrow interface between the engine and the code that runs a node.
 
 An executor is `async (NodeCall) -> NodeResult`. It knows nothing of scheduling:
-the engine hands it the node's spec, its rendered templates and the run's
-services, and reads back an output object, a cost and a token count.
+the engine hands it the node's spec, its rendered templates, the run's services
+and spend, and reads back an output object, a cost and a token count. Executors
+are registered on the orchestrator as `NodeType`s; the engine never looks them up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ice_mcp.errors import IceError
+from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
     from ice_mcp.blueprint.models import NodeSpec
-    from ice_mcp.engine.context import RunContext, SubgraphResult
+    from ice_mcp.engine.context import RunContext, Spend, SubgraphResult
     from ice_mcp.engine.plan import PlanNode
-    from ice_mcp.engine.templates import Scope
+    from ice_mcp.engine.templates import Compiled, Scope
     from ice_mcp.services import Services
-
-
-@dataclass(slots=True)
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-
-    def as_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
-
-
-@dataclass(slots=True)
-class NodeResult:
-    """What a node produced: its output object and what it cost."""
-
-    output: dict[str, Any]
-    cost_usd: float = 0.0
-    usage: Usage = field(default_factory=Usage)
-
-
-class NodeFailure(IceError):
-    """A failure the user (or a model) should read: a clear code and message.
-
-    `retryable=False` tells the engine that another attempt cannot help
-    (bad arguments, a sandbox violation, an unknown name).
-    """
-
-    code = "node_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str = "node_error",
-        retryable: bool = True,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message, code=code, details=details)
-        self.retryable = retryable
 
 
 @dataclass(slots=True)
@@ -86,6 +40,20 @@ class NodeCall:
     def services(self) -> Services:
         return self.ctx.services
 
+    @property
+    def spend(self) -> Spend:
+        """The run's spend against its budget (and every enclosing one): model calls check it first."""
+        return self.ctx.spend
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
+
+    @property
+    def node_path(self) -> str:
+        """The node's id with the path of the sub-graphs it runs in (`loop[2].fetch`)."""
+        return self.ctx.path + self.node.id
+
     def render(self, field_name: str) -> Any:
         """The node's templated field, rendered against the node's scope."""
         return self.node.templates[field_name].render(self.scope)
@@ -94,23 +62,39 @@ class NodeCall:
         """The node's expression field, evaluated with optional extra names bound."""
         return self.node.templates[field_name].render(self.scope.child(extra) if extra else self.scope)
 
+    def emit(self, event: str, **data: Any) -> None:
+        """A node-specific event (`node_event`, with `event` naming it) in the run's event stream."""
+        self.ctx.emit("node_event", self.node.id, self.attempt, event=event, **data)
+
     async def run_subgraph(self, name: str, variables: Mapping[str, Any], *, label: str) -> SubgraphResult:
         """Run one of the node's compiled sub-graphs with extra names in scope."""
         return await self.ctx.run_subgraph(self.node.subgraphs[name], self.scope.child(variables), label)
+
+    async def run_workflow(self, name: str, inputs: dict[str, Any], *, label: str | None = None) -> SubgraphResult:
+        """Run a registered workflow inside this run (depth-limited); its nodes charge this run."""
+        return await self.ctx.run_workflow(name, inputs, label=label)
 
 
 NodeExecutor = Callable[[NodeCall], Awaitable[NodeResult]]
 
 
 class CheckContext(Protocol):
-    """What a type-specific validation check may look at."""
+    """What a type-specific validation check or estimate may look at."""
 
     @property
     def services(self) -> Services: ...
 
+    @property
+    def templates(self) -> Mapping[str, Compiled]:
+        """The node's fields as compiled (a constant field is a `Constant`)."""
+        ...
+
+    def suggest(self, name: str, candidates: Any) -> str | None: ...
+
 
 NodeCheck = Callable[["NodeSpec", "CheckContext"], "list[ValidationIssue]"]
-NodeEstimate = Callable[["NodeSpec", "Services"], "CostEstimate"]
+# (spec, context, the estimate of the node's sub-graphs) -> the node's estimate
+NodeEstimate = Callable[["NodeSpec", "CheckContext", "CostEstimate"], "CostEstimate"]
 
 
 @dataclass(frozen=True, slots=True)

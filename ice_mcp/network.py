@@ -1,12 +1,16 @@
 """Network manifests: several workflows with `after` prerequisites, run as one graph of runs.
 
-Each workflow is a node of a synthetic graph driven by the same scheduler and
-runner as a blueprint; a failed workflow skips its dependents only.
+Each workflow is a node of a synthetic graph driven by the same scheduler and runner as a
+blueprint; a failed workflow skips its dependents only. A network run has an id, so a caller
+that stops waiting can follow it (`run_status` / `run_result` take it like a run id).
 """
 
 from __future__ import annotations
 
+import asyncio
+import graphlib
 import importlib
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,17 +19,50 @@ from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationRe
 from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import load_network
 from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
-from ice_mcp.engine.context import RunContext, RunStopped, Spend, check_fits
+from ice_mcp.engine.context import RunContext, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog
+from ice_mcp.engine.executor import NodeCall, NodeExecutor
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
-from ice_mcp.engine.templates import Scope, TemplateCompileError, compile_value
-from ice_mcp.engine.workflows import compile_plan, plan_for
-from ice_mcp.errors import BlueprintInvalid
-from ice_mcp.nodes.base import NodeCall, NodeExecutor, NodeFailure, NodeResult
+from ice_mcp.engine.templates import Scope, compile_value
+from ice_mcp.errors import BlueprintInvalid, NodeFailure, RunStopped, TemplateCompileError
+from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
+
+NETWORK_ID_PREFIX = "net_"
+ManifestSource = NetworkManifest | str | Path | Mapping[str, Any]
+
+
+class NetworkHandle:
+    """A network run in progress (or finished): its id, its result so far, and a way to wait or cancel."""
+
+    def __init__(self, network_id: str, name: str) -> None:
+        self.network_id = network_id
+        self.name = name
+        self.status = "running"
+        self.cost_usd = 0.0
+        self.workflows: dict[str, dict[str, Any]] = {}
+        self.task: asyncio.Task[dict[str, Any]] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.task is None or self.task.done()
+
+    def result(self) -> dict[str, Any]:
+        """`{"network", "network_id", "status", "cost_usd", "workflows": {id: {status, run_id, outputs, error}}}`."""
+        return {"network": self.name, "network_id": self.network_id, "status": self.status,
+                "cost_usd": self.cost_usd, "workflows": {k: dict(v) for k, v in self.workflows.items()}}
+
+    async def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """The result once the network ends, or as it stands after `timeout` seconds (it goes on)."""
+        if self.task is not None and not self.task.done():
+            await asyncio.wait({self.task}, timeout=timeout)
+        return self.result()
+
+    def cancel(self) -> bool:
+        return self.task is not None and self.task.cancel()
 
 
 class NetworkRunner:
@@ -34,35 +71,38 @@ class NetworkRunner:
         self.from_client = from_client
         self.base_dir = base_dir
 
-    def _load(self, source: NetworkManifest | str | Path | Mapping[str, Any]) -> NetworkManifest:
+    def load(self, source: ManifestSource) -> NetworkManifest:
         if isinstance(source, Path | str) and self.base_dir is None and not self.from_client:
             path = Path(source)
             if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
                 self.base_dir = path.resolve().parent
         return load_network(source, BlueprintLimits.from_settings(self.orc.settings))
 
-    def check(self, source: NetworkManifest | str | Path | Mapping[str, Any]) -> None:
+    def check(self, source: ManifestSource) -> None:
         """Raise BlueprintInvalid with every problem of the manifest; run nothing."""
-        self._compile(self._load(source), _never_run)
+        self._compile(self.load(source), _never_run)
 
-    async def run(self, source: NetworkManifest | str | Path | Mapping[str, Any],
-                  on_event: Callable[[Event], None] | None = None) -> dict[str, Any]:
-        manifest = self._load(source)
+    def start(self, manifest: NetworkManifest, *, caller: str | None = None,
+              on_event: Callable[[Event], None] | None = None) -> NetworkHandle:
+        """Check the manifest and its budget, then run it in a task; raises BlueprintInvalid or IceError."""
+        handle = NetworkHandle(NETWORK_ID_PREFIX + uuid.uuid4().hex, manifest.name)
+        handle.workflows = {w.id: {"status": "skipped", "run_id": None, "outputs": None, "error": None}
+                            for w in manifest.workflows}
         plans: dict[str, Plan] = {}
-        results: dict[str, dict[str, Any]] = {w.id: {"status": "skipped", "run_id": None, "outputs": None,
-                                                     "error": None} for w in manifest.workflows}
-        caller = self.orc.caller_spend()
-        spend = Spend(budget_usd=manifest.budget_usd, parent=caller)
-        events = EventLog(f"network:{manifest.name}", [on_event] if on_event else [])
+        spend = Spend(budget_usd=manifest.budget_usd, parent=self.orc.caller_spend(caller))
+        events = EventLog(handle.network_id, [on_event] if on_event else [])
 
         async def run_one(call: NodeCall) -> NodeResult:
             workflow_id = call.node.id
-            inputs = call.render("inputs")
-            handle = await self.orc.start(plans[workflow_id], inputs, globals=manifest.global_, parent_spend=spend)
-            results[workflow_id]["run_id"] = handle.run_id
-            record = await handle.wait()
-            results[workflow_id].update(status=record.status, outputs=record.outputs, error=record.error)
-            if record.status == "over_budget" and spend.remaining() is not None and spend.remaining() <= 0:  # type: ignore[operator]
+            result = handle.workflows[workflow_id]
+            result["status"] = "running"
+            run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
+                                       parent_spend=spend)
+            result["run_id"] = run.run_id
+            record = await run.wait()
+            result.update(status=record.status, outputs=record.outputs, error=record.error)
+            left = spend.remaining()
+            if record.status == "over_budget" and left is not None and left <= 0:
                 raise RunStopped("over_budget", "the network reached its budget")
             if record.status != "succeeded":
                 raise NodeFailure(f"workflow {workflow_id!r} {record.status}", code=f"workflow_{record.status}",
@@ -75,16 +115,25 @@ class NetworkRunner:
         for plan in compiled.values():
             total = total + plan.estimate
         check_fits(total, spend, f"network {manifest.name!r}")
-        ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner,
+        ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner, self.orc.workflow_plan,
                          globals=manifest.global_)
-        status = "succeeded"
-        try:
-            await self.orc.runner.run_graph(graph, Scope({"global": manifest.global_}), ctx)
-        except RunStopped as exc:
-            status = exc.status
-        if status == "succeeded" and any(r["status"] != "succeeded" for r in results.values()):
-            status = "failed"
-        return {"network": manifest.name, "status": status, "cost_usd": spend.cost_usd, "workflows": results}
+
+        async def run() -> dict[str, Any]:
+            status = "succeeded"
+            try:
+                await self.orc.runner.run_graph(graph, Scope({"global": manifest.global_}), ctx)
+            except RunStopped as exc:
+                status = exc.status
+            except asyncio.CancelledError:
+                handle.status, handle.cost_usd = "cancelled", spend.cost_usd
+                raise
+            if status == "succeeded" and any(r["status"] != "succeeded" for r in handle.workflows.values()):
+                status = "failed"
+            handle.status, handle.cost_usd = status, spend.cost_usd
+            return handle.result()
+
+        handle.task = asyncio.get_running_loop().create_task(run(), name=f"ice_mcp-{handle.network_id}")
+        return handle
 
     def _compile(self, manifest: NetworkManifest, execute: NodeExecutor) -> tuple[dict[str, Plan], Graph]:
         issues: list[ValidationIssue] = []
@@ -128,8 +177,6 @@ class NetworkRunner:
         depended = {d for ds in deps.values() for d in ds}
         graph = Graph(nodes, shape, tuple(i for i in ids if i not in depended), manifest.max_parallel)
         try:
-            import graphlib
-
             graphlib.TopologicalSorter(deps).prepare()
         except graphlib.CycleError as exc:
             raise BlueprintInvalid(ValidationReport(ok=False, errors=[ValidationIssue(
@@ -139,21 +186,21 @@ class NetworkRunner:
     def _resolve(self, ref: str) -> Plan:
         """A `ref`: a registered workflow, a blueprint file beside a local manifest, or module:function."""
         if ref in self.orc.registry.workflows:
-            return plan_for(self.orc.services, ref)
+            return self.orc.workflow_plan(ref)
         if ref.endswith((".json", ".yaml", ".yml")):
             if self.base_dir is None:
                 raise _invalid("unknown_workflow", f"file refs ({ref!r}) are allowed only in manifests loaded from a local file")
             path = (self.base_dir / ref).resolve()
             if not path.is_relative_to(self.base_dir):
                 raise _invalid("forbidden", f"{ref!r} is outside the manifest's folder")
-            return compile_plan(path, self.orc.services)
+            return self.orc.compile(path)
         if ":" in ref and not self.from_client:
             module_name, _, attr = ref.partition(":")
             try:
                 factory = getattr(importlib.import_module(module_name), attr)
             except (ImportError, AttributeError) as exc:
                 raise _invalid("unknown_workflow", f"cannot import {ref!r}: {exc}") from None
-            return compile_plan(factory(), self.orc.services)
+            return self.orc.compile(factory())
         raise _invalid("unknown_workflow", f"no workflow named {ref!r}", nearest(ref, self.orc.registry.workflows))
 
 

@@ -4,35 +4,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
 from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import Unparsed, parse_blueprint
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.engine.compiler import Compiler
+from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import BlueprintInvalid
-from ice_mcp.nodes import node_types
-from ice_mcp.services import Services
+
+if TYPE_CHECKING:
+    from ice_mcp.services import Services
 
 RESERVED_IDS = frozenset({"inputs", "global", "item", "index", "iteration", "previous"})
+Source = Blueprint | str | Path | Mapping[str, Any]
 
 
-def check_blueprint(source: Blueprint | str | Path | Mapping[str, Any], services: Services
-                    ) -> tuple[ValidationReport, Plan | None]:
+def check_blueprint(source: Source, services: Services, node_types: Mapping[str, NodeType],
+                    unavailable: Mapping[str, str] | None = None) -> tuple[ValidationReport, Plan | None]:
     """Every problem at once, plus the cost estimate; never raises."""
     try:
-        return _check(source, services)
+        return _check(source, services, node_types, unavailable)
     except Exception as exc:  # validation must never raise past its caller
         issue = ValidationIssue(code="internal_error", message=f"validation failed unexpectedly: {type(exc).__name__}: {exc}")
         return ValidationReport(ok=False, errors=[issue]), None
 
 
-def _check(source: Blueprint | str | Path | Mapping[str, Any], services: Services
-           ) -> tuple[ValidationReport, Plan | None]:
+def _check(source: Source, services: Services, node_types: Mapping[str, NodeType],
+           unavailable: Mapping[str, str] | None) -> tuple[ValidationReport, Plan | None]:
     parsed = parse_blueprint(source, BlueprintLimits.from_settings(services.settings))
-    compiler = Compiler(services, node_types())
+    compiler = Compiler(services, node_types, unavailable)
     compiler.issues.extend(parsed.issues)
     raw = parsed.raw
     for node in _all_nodes(parsed.nodes):
@@ -56,6 +59,8 @@ def _all_nodes(nodes: list[Any]) -> list[Any]:
     found: list[Any] = []
     for node in nodes:
         found.append(node)
+        if not getattr(node, "subgraph_fields", ()):
+            continue  # most nodes have no sub-graph: skip pydantic's slow lookup of missing attributes
         for body in (getattr(node, "body", None), *(getattr(node, "branches", None) or [])):
             if isinstance(body, list):
                 found.extend(_all_nodes(body))
@@ -66,17 +71,10 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def compile_plan(source: Blueprint | str | Path | Mapping[str, Any], services: Services) -> Plan:
+def compile_plan(source: Source, services: Services, node_types: Mapping[str, NodeType],
+                 unavailable: Mapping[str, str] | None = None) -> Plan:
     """The plan of a valid blueprint; raises BlueprintInvalid with every problem."""
-    report, plan = check_blueprint(source, services)
+    report, plan = check_blueprint(source, services, node_types, unavailable)
     if plan is None:
         raise BlueprintInvalid(report)
     return plan
-
-
-def plan_for(services: Services, name: str) -> Plan:
-    """The compiled plan of a registered workflow, compiled on first use and kept with the entry."""
-    entry = services.registry.workflow(name)
-    if entry.plan is None:
-        entry.plan = compile_plan(entry.blueprint, services)
-    return entry.plan

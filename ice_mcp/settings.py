@@ -1,0 +1,67 @@
+"""Server-wide settings, each with an embedded default and an environment variable. Imports nothing of ours."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "ice_mcp"
+
+
+@dataclass(slots=True)
+class Settings:
+    """Server-wide settings; every field has an embedded default and an environment variable."""
+
+    data_dir: Path = field(default_factory=_default_data_dir)
+    workspace: Path = field(default_factory=Path.cwd)
+    max_workflow_depth: int = 8
+    http_max_bytes: int = 10 * 1024 * 1024
+    http_timeout_seconds: float = 30.0
+    memory_backend: str = "memory"
+    persist_runs: bool = True
+    sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
+    caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
+    # The largest blueprint or manifest accepted (the server validates off the event loop).
+    max_blueprint_nodes: int = 10_000
+    max_blueprint_depth: int = 64
+    max_blueprint_bytes: int = 4 * 1024 * 1024
+    max_blueprint_templates: int = 20_000
+    allow_net: tuple[str, ...] = ()  # CIDRs and host names outbound fetches may reach beyond public addresses
+    egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
+    lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
+    idempotency_key_seconds: float = 24 * 3600.0  # a call retried with the same key attaches to its run this long
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        env = os.environ
+        values: dict[str, Any] = {}
+        if env.get("ICE_MCP_DATA_DIR"):
+            values["data_dir"] = Path(env["ICE_MCP_DATA_DIR"])
+        if env.get("ICE_MCP_WORKSPACE"):
+            values["workspace"] = Path(env["ICE_MCP_WORKSPACE"])
+        if env.get("ICE_MCP_MAX_WORKFLOW_DEPTH"):
+            values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
+        if env.get("ICE_MCP_SANDBOX_EXPRESSIONS"):
+            values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
+        if env.get("ICE_MCP_CALLER_BUDGET_USD"):
+            values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
+        if env.get("ICE_MCP_ALLOW_NET"):
+            values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
+        if env.get("ICE_MCP_EGRESS_PROXY"):
+            values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
+        if env.get("ICE_MCP_LEASE_SECONDS"):
+            values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
+        if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
+            values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
+        if env.get("ICE_MCP_MEMORY_BACKEND"):
+            values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("data_dir", "workspace"):
+            values[key] = Path(values[key]).expanduser().resolve() if key in values else None
+        return cls(**{k: v for k, v in values.items() if v is not None})
