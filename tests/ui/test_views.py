@@ -11,7 +11,7 @@ import httpx2
 
 from ice_mcp import Orchestrator
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 from ice_mcp.server.ui.graph import blueprint_graph
 from ice_mcp.server.ui.routes import RunViews
 from ice_mcp.server.ui.views import root_cause, slim_event

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from ice_mcp import tool
-from ice_mcp.nodes.base import NodeFailure
+from ice_mcp.errors import NodeFailure
 
 
 @tool

@@ -64,9 +64,11 @@ def _orchestrator(args: argparse.Namespace) -> Any:
     from ice_mcp.bundled import bundled_dir
     from ice_mcp.orchestrator import Orchestrator, import_tool_modules
     from ice_mcp.settings import Settings
+    from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
     import_tool_modules(args.tools)
-    orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace))
+    orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace),
+                       registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     folders = [bundled_dir("blueprints")] if args.templates else []
     for folder in [*folders, *args.blueprints]:
         for problem in orc.load_blueprints(Path(folder)):
