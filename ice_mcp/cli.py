@@ -38,6 +38,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blueprints", action="append", default=[], metavar="DIR",
                         help="register every blueprint in this folder (repeatable)")
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--state", metavar="URL", help="the shared run store of a cluster: redis://HOST:PORT/DB "
+                                                       "(ICE_MCP_STATE)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
 
 
@@ -116,7 +118,7 @@ def package_version() -> str:
 
 def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
-    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
+    settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     # The tools the modules just registered with @tool, in this orchestrator's own registry.
     orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())

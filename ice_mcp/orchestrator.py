@@ -8,6 +8,7 @@ runs), its services (LLM, sandboxes, memory) and its run store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -33,7 +34,8 @@ from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
-from ice_mcp.engine.store import Owner, RunStore, StoredRun
+from ice_mcp.engine.store import open_store
+from ice_mcp.engine.stores import Owner, RunStorage, Signal, StoredRun
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
@@ -47,6 +49,8 @@ logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
 MAX_IDEMPOTENCY_KEYS = 10_000
+CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run of another process waits for it to end
+SNAPSHOT_SECONDS = 1.0  # how often a shared store gets the live records (other replicas answer run_status)
 T = TypeVar("T")
 
 
@@ -111,6 +115,7 @@ class RunHandle:
         self.plan = plan
         self._task = task
         self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
+        self.kept_events = 0  # how many events the last snapshot of the record in a shared store had seen
 
     @property
     def run_id(self) -> str:
@@ -123,6 +128,10 @@ class RunHandle:
     def subscribe(self, listener: Listener) -> None:
         self.events.listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        with contextlib.suppress(ValueError):
+            self.events.listeners.remove(listener)
+
     async def wait(self, timeout: float | None = None) -> RunRecord:
         """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
         if self._task is not None and not self._task.done():
@@ -134,6 +143,79 @@ class RunHandle:
         if self._task is None or self._task.done():
             return False
         return self._task.cancel()
+
+
+class RemoteRunHandle(RunHandle):
+    """A run another process runs, followed through the store: its events as they are kept (listeners
+    hear them), its record read back as it ends or when a wait runs out. Cancelling asks its owner."""
+
+    def __init__(self, record: RunRecord, store: RunStorage) -> None:
+        super().__init__(record, EventLog(record.run_id), None)
+        self._store = store
+        self._follower: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.record.done
+
+    def subscribe(self, listener: Listener) -> None:
+        super().subscribe(listener)
+        self._follow()
+
+    async def wait(self, timeout: float | None = None) -> RunRecord:
+        if not self.record.done:
+            follower = self._follow()
+            await asyncio.wait({follower}, timeout=timeout)
+            if not follower.done():  # time is up: stop following, answer with the record as it stands
+                follower.cancel()
+                self._follower = None
+                await self._reread()
+        return self.record
+
+    def cancel(self) -> bool:
+        if self.record.done:
+            return False
+        try:
+            self._store.request_cancel(self.run_id)
+        except IceError as exc:
+            logger.warning("could not ask for run %s to be cancelled: %s", self.run_id, exc.message)
+            return False
+        return True
+
+    def _follow(self) -> asyncio.Task[None]:
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.get_running_loop().create_task(self._follow_store(),
+                                                                    name=f"ice_mcp-follow-{self.run_id}")
+        return self._follower
+
+    async def _follow_store(self) -> None:
+        after = self.events.events[-1].seq if self.events.events else -1
+        try:
+            async with contextlib.aclosing(self._store.follow(self.run_id, after)) as batches:
+                async for batch in batches:
+                    for data in batch:
+                        self._deliver(Event.from_dict(data))
+                    # A quiet second, or the end: the record says whether the run is over (one cancelled
+                    # before it started ends without a run_finished event).
+                    if not batch or any(e["type"] == "run_finished" for e in batch):
+                        await self._reread()
+                        if self.record.done:
+                            return
+        except IceError as exc:
+            logger.warning("following run %s stopped: %s", self.run_id, exc.message)
+
+    async def _reread(self) -> None:
+        kept = await asyncio.to_thread(self._store.get, self.run_id)
+        if kept is not None:
+            self.record = kept
+
+    def _deliver(self, event: Event) -> None:
+        self.events.events.append(event)
+        for listener in list(self.events.listeners):
+            try:
+                listener(event)
+            except Exception:  # an observer's bug must not stop the others
+                logger.exception("event listener failed on %s", event.type)
 
 
 class Orchestrator:
@@ -149,7 +231,7 @@ class Orchestrator:
         *,
         registry: Registry | None = None,
         settings: Settings | None = None,
-        store: RunStore | None = None,
+        store: RunStorage | None = None,
         builtin_tools: bool = True,
         sleep: Sleep = asyncio.sleep,
         node_types: Iterable[NodeType] | None = None,
@@ -165,9 +247,10 @@ class Orchestrator:
         types, self.unavailable_node_types = (builtin_node_types() if node_types is None
                                               else (list(node_types), {}))
         self.node_types: dict[str, NodeType] = {node_type.name: node_type for node_type in types}
-        if store is None and self.settings.persist_runs:
-            store = RunStore.in_data_dir(self.settings.data_dir)
-        self.store = store
+        if store is None and (self.settings.persist_runs or self.settings.state_url):
+            store = open_store(self.settings.state_url, self.settings.data_dir,
+                               idempotency_key_seconds=self.settings.idempotency_key_seconds)
+        self.store: RunStorage | None = store
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
         self.runner = Runner()
@@ -182,6 +265,7 @@ class Orchestrator:
         self._callers: dict[str, Spend] = {}
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self._lease_task: asyncio.Task[None] | None = None
+        self._signals_task: asyncio.Task[None] | None = None
         self._adopting = False  # a server takes over the runs of servers that died; a one-shot CLI does not
 
     # -- blueprints and the catalogue ---------------------------------------
@@ -347,7 +431,15 @@ class Orchestrator:
     def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
                 on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
                 parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
-        """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first."""
+        """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first.
+        A new run whose idempotency key another process used first (a shared store) is that process's run."""
+        if self.store is not None and journal is None:
+            holder = self.store.create(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
+                                       blueprint=plan.source(), version=record.workflow_version,
+                                       retry_of=record.retry_of)
+            stored = self.store.run(holder) if holder is not None else None
+            if stored is not None:
+                return self._stored_handle(stored)
         listeners: list[Listener] = [self.metrics.observe]
         if on_event is not None:
             listeners.append(on_event)
@@ -358,9 +450,6 @@ class Orchestrator:
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflow_plan,
                          sleep=self.sleep, globals=dict(globals or {}), replay=replay)
-        if self.store is not None and journal is None:
-            self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                            blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
         handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
@@ -419,23 +508,38 @@ class Orchestrator:
             del self._handles[oldest_id]
 
     def _by_key(self, key: str) -> RunHandle | None:
-        """The run an unexpired idempotency key started: here, or (kept in the store) by any server."""
+        """The run an unexpired idempotency key started: here, or (kept in the store) by any process."""
         run_id = self._keys.get(key)
-        stored = None
-        if run_id is None and self.store is not None:
-            stored_id = self.store.by_idempotency_key(key)
-            stored = self.store.run(stored_id) if stored_id is not None else None
-            if stored is None or time.time() - (stored.record.started_at or 0) > self._keys.ttl:
-                return None  # no such key, or it expired: a new run
-            run_id = stored_id
-        if run_id is None:
+        if run_id is not None and (handle := self._handles.get(run_id)) is not None:
+            return handle
+        if self.store is None:
             return None
+        run_id = run_id or self.store.by_idempotency_key(key)
+        stored = self.store.run(run_id) if run_id is not None else None
+        if stored is None or time.time() - (stored.record.started_at or 0) > self._keys.ttl:
+            return None  # no such key, or it expired: a new run
+        return self._stored_handle(stored)
+
+    def _stored_handle(self, stored: StoredRun) -> RunHandle:
+        """A handle on a kept run: finished; running in another live process (followed through the
+        store); or left by a process that is gone, taken over here (the same key resumes the same run)."""
+        assert self.store is not None
+        record = stored.record
+        if record.status != "running":
+            return RunHandle(record, EventLog(record.run_id), None)
+        if (not self.store.owner_alive(stored.owner, self.owner, self.settings.lease_seconds)
+                and self._adopt(record.run_id, stored.owner)):
+            return self._handles[record.run_id]
+        return RemoteRunHandle(record, self.store)
+
+    def watch(self, run_id: str) -> RunHandle | None:
+        """A run to wait on or follow, wherever it runs: this process's handle, or one that follows
+        another process's run through the store (a run whose owner is gone is taken over here first)."""
         handle = self._handles.get(run_id)
-        if handle is None and stored is not None:
-            if stored.record.status == "running" and self._adopt(run_id, stored.owner):
-                return self._handles.get(run_id)  # its server died: the same key resumes the same run
-            handle = RunHandle(stored.record, EventLog(run_id), None)
-        return handle
+        if handle is not None or self.store is None:
+            return handle
+        stored = self.store.run(run_id)
+        return None if stored is None else self._stored_handle(stored)
 
     def caller_spend(self, caller: str | None = None) -> Spend | None:
         """The running spend of a caller against `caller_budget_usd` (None: no caller, or no such budget)."""
@@ -444,7 +548,25 @@ class Orchestrator:
         spend = self._callers.get(caller)
         if spend is None:
             spend = self._callers[caller] = Spend(budget_usd=self.settings.caller_budget_usd)
+            spend.kept = self._kept_spend(caller, spend)
+        if self.store is not None:
+            spend.cost_usd = self.store.spent(caller)  # what every process on the store charged this caller
         return spend
+
+    def _kept_spend(self, caller: str, spend: Spend) -> Callable[[float], float] | None:
+        """Charges of a caller go to the store at once (atomically, across replicas); its total comes back."""
+        store = self.store
+        if store is None:
+            return None
+
+        def add(usd: float) -> float:
+            try:
+                return store.add_spend(caller, usd)
+            except IceError as exc:  # the store is away: keep counting here
+                logger.warning("caller spend not kept: %s", exc.message)
+                return spend.cost_usd
+
+        return add
 
     # -- durable runs: leases, resume, retry -------------------------------------------------
 
@@ -456,6 +578,7 @@ class Orchestrator:
         self.restore_blueprints()
         self._adopting = True
         self._keep_lease()
+        self._signals_task = asyncio.get_running_loop().create_task(self._signal_loop(), name="ice_mcp-signals")
         return self.adopt_orphans()
 
     def adopt_orphans(self) -> int:
@@ -491,8 +614,11 @@ class Orchestrator:
         record = stored.record
         record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
         self.store.save(record)
-        return self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
-                            idempotency_key=stored.idempotency_key, journal=journal)
+        handle = self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
+                              idempotency_key=stored.idempotency_key, journal=journal)
+        if self.store.cancel_requested(run_id):  # asked while its owner was gone
+            handle.cancel()
+        return handle
 
     def _stored_plan(self, stored: StoredRun) -> Plan:
         if stored.blueprint is not None:
@@ -532,15 +658,75 @@ class Orchestrator:
 
     async def _lease_loop(self) -> None:
         assert self.store is not None
+        loop = asyncio.get_running_loop()
         period = max(0.05, self.settings.lease_seconds / 3)
+        tick = min(period, SNAPSHOT_SECONDS) if self.store.shared else period
+        next_beat = loop.time() + period
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(tick)
+            if self.store.shared:
+                self._snapshot_live_runs()
+            if loop.time() < next_beat - tick / 2:
+                continue
+            next_beat = loop.time() + period
             self.store.heartbeat(self.owner)
             if self._adopting:
                 try:
                     self.adopt_orphans()
                 except Exception:  # a store hiccup must not stop the heartbeat
                     logger.exception("adopting orphaned runs failed")
+
+    def _snapshot_live_runs(self) -> None:
+        """Queue the records of live runs that moved on, so every replica's run_status shows their nodes."""
+        assert self.store is not None
+        for handle in list(self._handles.values()):
+            if not handle.done and len(handle.events.events) != handle.kept_events:
+                handle.kept_events = len(handle.events.events)
+                self.store.save(handle.record)
+
+    async def _signal_loop(self) -> None:
+        """Act on what other processes on the store ask: cancel a run running here, take a changed blueprint."""
+        assert self.store is not None
+        while True:
+            try:
+                async with contextlib.aclosing(self.store.signals()) as signals:
+                    async for signal in signals:
+                        self._on_signal(signal)
+            except Exception:  # a store hiccup must not stop the listening
+                logger.warning("listening for signals from the store failed; again in a second", exc_info=True)
+            await asyncio.sleep(1.0)
+
+    def _on_signal(self, signal: Signal) -> None:
+        assert self.store is not None
+        if signal.kind == "cancel":
+            handle = self._handles.get(signal.subject)
+            if handle is not None:
+                handle.cancel()
+        elif signal.kind == "blueprint":
+            self.sync_blueprints({signal.subject})
+        else:  # listening (again): catch up on what was missed meanwhile
+            self.sync_blueprints()
+            for handle in list(self._handles.values()):
+                if not handle.done and self.store.cancel_requested(handle.run_id):
+                    handle.cancel()
+
+    def sync_blueprints(self, names: set[str] | None = None) -> None:
+        """Take the store's current versions of registered blueprints (`names`, or all) that another
+        process registered, re-registered or deleted; the registry's listeners tell this server's clients."""
+        assert self.store is not None
+        current = {b.name: b for b in self.store.blueprints() if names is None or b.name in names}
+        runtime = {name for name, entry in self.registry.workflows.items() if entry.source == "runtime"}
+        for name in sorted((runtime if names is None else names) - set(current)):
+            if name in runtime:
+                self.registry.remove("workflow", name)
+        for name, stored in current.items():
+            entry = self.registry.workflows.get(name)
+            if entry is not None and entry.version == stored.version:
+                continue
+            try:
+                self.register_blueprint(stored.source, version=stored.version)
+            except IceError as exc:
+                logger.warning("kept blueprint %s v%d not taken: %s", name, stored.version, exc.message)
 
     def get_handle(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)
@@ -568,10 +754,12 @@ class Orchestrator:
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
 
     async def cancel(self, run_id: str) -> bool:
-        handle = self._handles.get(run_id)
+        """Cancel a run wherever it runs: here, or (through the store) in the process that owns it; True
+        if it was running. A run of another process is waited for up to CANCEL_WAIT_SECONDS."""
+        handle = self.watch(run_id)
         if handle is None or not handle.cancel():
             return False
-        await handle.wait()
+        await handle.wait(timeout=CANCEL_WAIT_SECONDS if isinstance(handle, RemoteRunHandle) else None)
         return True
 
     # -- networks -----------------------------------------------------------------------------------
@@ -625,8 +813,9 @@ class Orchestrator:
     async def aclose(self, *, suspend: bool = False) -> None:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
-        if self._lease_task is not None:
-            self._lease_task.cancel()
+        for task in (self._lease_task, self._signals_task):
+            if task is not None:
+                task.cancel()
         for network in self._networks.values():
             network.cancel()
         for handle in list(self._handles.values()):

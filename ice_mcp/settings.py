@@ -24,6 +24,7 @@ class Settings:
     http_timeout_seconds: float = 30.0
     memory_backend: str = "memory"
     persist_runs: bool = True
+    state_url: str | None = None  # a shared run store (redis://HOST:PORT/DB) instead of SQLite in data_dir
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
     # The largest blueprint or manifest accepted (the server validates off the event loop).
@@ -59,6 +60,8 @@ class Settings:
             values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
         if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
             values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
+        if env.get("ICE_MCP_STATE"):
+            values["state_url"] = env["ICE_MCP_STATE"]
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
         values.update({k: v for k, v in overrides.items() if v is not None})

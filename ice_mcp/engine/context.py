@@ -33,12 +33,16 @@ class Spend:
     cost_usd: float = 0.0
     usage: Usage = field(default_factory=Usage)
     parent: Spend | None = None
+    # A spend kept beyond this process (a caller's, in a shared store): adds a charge there, returns the total.
+    kept: Callable[[float], float] | None = None
 
     def charge(self, cost_usd: float, usage: Usage) -> None:
         spend: Spend | None = self
         while spend is not None:
             spend.cost_usd += cost_usd
             spend.usage.add(usage)
+            if spend.kept is not None and cost_usd:
+                spend.cost_usd = spend.kept(cost_usd)
             spend = spend.parent
         spend = self
         while spend is not None:

@@ -1,38 +1,44 @@
-"""The run store: run records, every run's event journal, run ownership and registered blueprints, in SQLite.
+"""The SQLite run store (the default, in the data folder) and `open_store`, which picks a store for a URL.
 
-One writer thread does the writing in batches: it takes the records queued for it and the
-events each live run has appended to its log since the last batch (every few milliseconds),
-so the event loop never encodes or waits on the disk, and a crash leaves a prefix of each
-journal. Reads and the rare writes whose answer is needed at once (claims, blueprint versions)
-use a second connection; SQLite's WAL lets them run beside the writer.
+Run records, every run's event journal, run ownership, caller spend, signals and registered
+blueprints live in one SQLite file. The writer thread (`stores.QueuedWriter`) writes records and
+events in batches; reads and the rare writes whose answer is needed at once (claims, blueprint
+versions, spend) use a second connection; SQLite's WAL lets them run beside the writer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import dataclasses
-import functools
-import json
-import logging
-import os
-import socket
 import sqlite3
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import orjson
-
-from ice_mcp.engine.events import Event, EventLog
 from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.stores import (
+    FOLLOW_IDLE_SECONDS,
+    Chunk,
+    Item,
+    Owner,
+    QueuedWriter,
+    RunStorage,
+    Signal,
+    StoredBlueprint,
+    StoredRun,
+    dumps,
+    event_dict,
+    loads,
+    owner_gone,
+)
+from ice_mcp.errors import IceError
 
-logger = logging.getLogger(__name__)
+__all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -63,63 +69,57 @@ CREATE TABLE IF NOT EXISTS owners (
     pid INTEGER NOT NULL,
     heartbeat REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS spend (
+    caller TEXT PRIMARY KEY,
+    usd REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS signals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    at REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at DESC);
 CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 """
 # Columns added in schema 2 (durable runs); a folder written by an older version gains them.
 _RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT"}
-_BATCH = 512
-_POLL_SECONDS = 0.005  # how often the writer collects new events while runs are live
-_FALLBACK = "~"  # marks a value stdlib json had to encode (integers beyond 64 bits)
+SIGNAL_POLL_SECONDS = 0.2  # how often a server looks for signals other processes left in the file
+FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another process writes
+SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
 
 
-@dataclass(slots=True)
-class StoredRun:
-    """A run as the store holds it: the record plus what resuming it needs."""
+def open_store(state_url: str | None, data_dir: Path, *,
+               idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
+    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
+    (also `rediss://`, `unix://`). Raises IceError(code="invalid_state_url") for anything else."""
+    if not state_url:
+        return RunStore(data_dir / "runs.sqlite3", idempotency_key_seconds=idempotency_key_seconds)
+    scheme = urlsplit(state_url).scheme.lower()
+    if scheme == "sqlite":
+        path = state_url.split(":", 1)[1].removeprefix("//")
+        if not path or path == "/":
+            raise IceError("a sqlite state URL names a file: sqlite:///path/to/runs.sqlite3",
+                           code="invalid_state_url")
+        return RunStore(Path(path).expanduser(), idempotency_key_seconds=idempotency_key_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        # The Redis client loads only when asked for.
+        from ice_mcp.engine.redis_store import RedisRunStore
 
-    record: RunRecord
-    owner: str | None
-    blueprint: dict[str, Any] | None
-    version: int | None
-    idempotency_key: str | None
-    retry_of: str | None
-
-
-@dataclass(slots=True)
-class _Journal:
-    """A live run's event log and how much of it is on disk."""
-
-    events: list[Event]
-    written: int
-    finished: bool = False
-
-
-@dataclass(slots=True)
-class StoredBlueprint:
-    name: str
-    version: int
-    source: dict[str, Any]
-    created_at: float
+        return RedisRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
+    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB or sqlite:///PATH",
+                   code="invalid_state_url", details={"scheme": scheme})
 
 
-@dataclass(slots=True)
-class Owner:
-    """A process that runs runs: its lease lives while it heartbeats."""
+class RunStore(QueuedWriter):
+    """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
 
-    owner_id: str
-    host: str
-    pid: int
+    shared = False
 
-    @classmethod
-    def this_process(cls, owner_id: str) -> Owner:
-        return cls(owner_id, socket.gethostname(), os.getpid())
-
-
-class RunStore:
-    """Run records and journals in SQLite. `save` and `append_event` queue; reads never wait on the writer."""
-
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, idempotency_key_seconds: float = 24 * 3600.0) -> None:
         self.path = Path(path)
+        self.key_seconds = idempotency_key_seconds
+        self.location = str(self.path)
         self._memory = str(path) == ":memory:"
         if not self._memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,16 +130,7 @@ class RunStore:
             self._read.executescript(_SCHEMA)
             self._migrate()
         self._write = self._connect(target)
-        self._pending: deque[tuple[int, str, Any]] = deque()  # appends and pops are atomic: no lock per write
-        self._wake = threading.Event()
-        self._journals: dict[str, _Journal] = {}
-        self._ticket = 0  # the last write queued
-        self._committed = 0  # the last write done (on disk, or given up on and reported)
-        self._done = threading.Condition()
-        self.write_errors = 0
-        self.last_write_error: str | None = None
-        self._closed = False
-        self._writer = self._start_writer()
+        self._start_queue()
 
     @classmethod
     def in_data_dir(cls, data_dir: Path) -> RunStore:
@@ -160,78 +151,26 @@ class RunStore:
                 self._read.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
         self._read.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
-    # -- queued writes --------------------------------------------------------------------------
+    # -- writes ---------------------------------------------------------------------------------
 
-    def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-             blueprint: dict[str, Any] | None = None, version: int | None = None,
-             retry_of: str | None = None) -> int:
-        """Queue the record as it is now (what is None keeps its stored value); returns its ticket."""
-        # A finished record no longer changes: the writer turns it into a dict, off the event loop.
-        snapshot = record if record.done else record.to_dict()
-        return self._queue("run", (record.run_id, record.workflow, record.status, record.started_at,
-                                   idempotency_key, snapshot, owner, blueprint, version, retry_of))
+    def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+               blueprint: dict[str, Any] | None = None, version: int | None = None,
+               retry_of: str | None = None) -> str | None:
+        """Queue a new run's record, unless its unexpired idempotency key already started a run: that run's id.
+        An expired key passes to the new run."""
+        if idempotency_key:
+            rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+            if rows and rows[0][0] != record.run_id:
+                holder, started = rows[0]
+                if time.time() - (started or 0) <= self.key_seconds:
+                    return str(holder)
+                with self._read_lock:
+                    self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
+        self.save(record, idempotency_key=idempotency_key, owner=owner, blueprint=blueprint, version=version,
+                  retry_of=retry_of)
+        return None
 
-    def keep_journal(self, log: EventLog, written: int = 0) -> None:
-        """Write `log`'s events as they are appended (all but the first `written`, already kept),
-        until the run's record is saved with a final status."""
-        self._journals[log.run_id] = _Journal(log.events, written)
-        self._wake.set()
-
-    def heartbeat(self, owner: Owner) -> None:
-        self._queue("owner", (owner.owner_id, owner.host, owner.pid, time.time()))
-
-    def _queue(self, kind: str, row: Any) -> int:
-        if not self._writer.is_alive() and not self._closed:
-            self._writer = self._start_writer()  # never leave writes queued behind a dead thread
-        self._ticket += 1
-        self._pending.append((self._ticket, kind, row))
-        if not self._wake.is_set():
-            self._wake.set()
-        return self._ticket
-
-    def _start_writer(self) -> threading.Thread:
-        thread = threading.Thread(target=self._write_rows, name="ice_mcp-run-store", daemon=True)
-        thread.start()
-        return thread
-
-    def _write_rows(self) -> None:
-        while True:
-            self._wake.wait(_POLL_SECONDS if self._journals else None)
-            self._wake.clear()
-            closing = self._closed
-            items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
-            for _, kind, row in items:
-                if kind == "run" and row[2] != "running" and row[0] in self._journals:
-                    self._journals[row[0]].finished = True  # its last events are in the snapshot below
-            chunks = [(run_id, journal, len(journal.events)) for run_id, journal in list(self._journals.items())
-                      if len(journal.events) > journal.written or journal.finished]
-            try:
-                self._write_batch(items, chunks)
-            except Exception:  # one bad row must not lose the others: write them one by one
-                for item in items:
-                    self._write_alone(item[1], functools.partial(self._write_batch, [item], []))
-                for chunk in chunks:
-                    self._write_alone("journal", functools.partial(self._write_batch, [], [chunk]))
-            for run_id, journal, end in chunks:
-                journal.written = end
-                if journal.finished:
-                    self._journals.pop(run_id, None)
-            if items:
-                self._mark_committed(items[-1][0])
-            if closing and not self._pending:
-                return
-            if self._pending:
-                self._wake.set()
-
-    def _write_alone(self, what: str, write: Callable[[], None]) -> None:
-        try:
-            write()
-        except Exception as exc:
-            self.write_errors += 1
-            self.last_write_error = f"{type(exc).__name__}: {exc}"
-            logger.exception("run store: could not write a %s row", what)
-
-    def _write_batch(self, items: list[tuple[int, str, Any]], chunks: list[tuple[str, _Journal, int]]) -> None:
+    def _write_batch(self, items: builtins.list[Item], chunks: builtins.list[Chunk]) -> None:
         db = self._write
         db.execute("BEGIN")
         try:
@@ -262,18 +201,6 @@ class RunStore:
                 db.execute("ROLLBACK")
             raise
 
-    def _mark_committed(self, ticket: int) -> None:
-        with self._done:
-            self._committed = ticket
-            self._done.notify_all()
-
-    def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait (blocking, bounded) until every write queued and every event appended so far is done;
-        False if time ran out."""
-        ticket = self._queue("flush", None)
-        with self._done:
-            return self._done.wait_for(lambda: self._committed >= ticket, timeout)
-
     # -- reads ----------------------------------------------------------------------------------
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> builtins.list[tuple[Any, ...]]:
@@ -297,7 +224,22 @@ class RunStore:
         rows = self._rows("SELECT events FROM events WHERE run_id = ? AND last_seq > ? ORDER BY seq", (run_id, after))
         if not rows and self._legacy_events:
             rows = self._rows("SELECT events FROM runs WHERE run_id = ? AND events IS NOT NULL", (run_id,))
-        return [_event_dict(e) for (text,) in rows for e in loads(text) if e["seq"] > after]
+        return [event_dict(e) for (text,) in rows for e in loads(text) if e["seq"] > after]
+
+    async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+        """A run's events after `after` as they are kept, in batches (an empty one each idle second);
+        the caller stops following."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            events = await asyncio.to_thread(self.events, run_id, after)
+            if events:
+                after, quiet_since = events[-1]["seq"], loop.time()
+                yield events
+            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
+                quiet_since = loop.time()
+                yield []
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
     def by_idempotency_key(self, key: str) -> str | None:
         rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (key,))
@@ -322,18 +264,16 @@ class RunStore:
 
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
         """Runs still `running` whose owner is gone: its lease ran out, or its process on this host died."""
-        now = time.time()
         rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
                           " LEFT JOIN owners o ON o.owner_id = r.owner WHERE r.status = 'running'")
-        orphans = []
-        for run_id, owner, host, pid, beat in rows:
-            if owner == me.owner_id:
-                continue
-            gone = (owner is None or beat is None or now - beat > lease_seconds
-                    or (host == me.host and not _process_alive(pid)))
-            if gone:
-                orphans.append((run_id, owner))
-        return orphans
+        return [(run_id, owner) for run_id, owner, host, pid, beat in rows
+                if owner_gone(owner, host, pid, beat, me, lease_seconds)]
+
+    def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool:
+        """Whether `owner_id` still runs its runs (its lease lives and, on this host, its process)."""
+        rows = self._rows("SELECT host, pid, heartbeat FROM owners WHERE owner_id = ?", (owner_id,))
+        host, pid, beat = rows[0] if rows else (None, None, None)
+        return not owner_gone(owner_id, host, pid, beat, me, lease_seconds)
 
     def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool:
         """Take a run over from `previous_owner`; False if someone else took it first."""
@@ -353,6 +293,48 @@ class RunStore:
         with self._read_lock:
             self._read.execute("DELETE FROM owners WHERE owner_id = ?", (me.owner_id,))
 
+    # -- signals between processes on this file ---------------------------------------------------
+
+    def _signal(self, kind: str, subject: str) -> None:
+        now = time.time()
+        with self._read_lock:
+            self._read.execute("INSERT INTO signals (kind, subject, at) VALUES (?, ?, ?)", (kind, subject, now))
+            self._read.execute("DELETE FROM signals WHERE at < ?", (now - SIGNAL_KEEP_SECONDS,))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask whichever process runs `run_id` to cancel it (it polls for signals)."""
+        self._signal("cancel", run_id)
+
+    def cancel_requested(self, run_id: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM signals WHERE kind = 'cancel' AND subject = ? LIMIT 1", (run_id,)))
+
+    async def signals(self) -> AsyncGenerator[Signal, None]:
+        """Signals left in the file from now on (by any process), polled a few times a second."""
+        (last,) = (await asyncio.to_thread(self._rows, "SELECT COALESCE(MAX(seq), 0) FROM signals"))[0]
+        yield Signal("listening", "")
+        while True:
+            await asyncio.sleep(SIGNAL_POLL_SECONDS)
+            rows = await asyncio.to_thread(self._rows, "SELECT seq, kind, subject FROM signals WHERE seq > ?"
+                                                       " ORDER BY seq", (last,))
+            for seq, kind, subject in rows:
+                last = seq
+                if kind in ("cancel", "blueprint"):
+                    yield Signal(kind, subject)
+
+    # -- caller spend ---------------------------------------------------------------------------
+
+    def add_spend(self, caller: str, usd: float) -> float:
+        """Add to what `caller` has spent in all; returns the new total."""
+        with self._read_lock:
+            (total,) = self._read.execute("INSERT INTO spend (caller, usd) VALUES (?, ?) ON CONFLICT(caller)"
+                                          " DO UPDATE SET usd = usd + excluded.usd RETURNING usd",
+                                          (caller, usd)).fetchone()
+        return float(total)
+
+    def spent(self, caller: str) -> float:
+        rows = self._rows("SELECT usd FROM spend WHERE caller = ?", (caller,))
+        return float(rows[0][0]) if rows else 0.0
+
     # -- registered blueprints ------------------------------------------------------------------
 
     def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
@@ -368,12 +350,16 @@ class RunStore:
             except BaseException:
                 self._read.execute("ROLLBACK")
                 raise
+        self._signal("blueprint", name)
         return int(last) + 1
 
     def delete_blueprint(self, name: str) -> bool:
         with self._read_lock:
             cursor = self._read.execute("UPDATE blueprints SET deleted = 1 WHERE name = ? AND deleted = 0", (name,))
-            return cursor.rowcount > 0
+            deleted = cursor.rowcount > 0
+        if deleted:
+            self._signal("blueprint", name)
+        return deleted
 
     def blueprints(self) -> builtins.list[StoredBlueprint]:
         """The current version of every registered blueprint that was not deleted."""
@@ -390,55 +376,8 @@ class RunStore:
         """Finish pending writes (bounded), stop the writer, close the database."""
         if self._closed:
             return
-        self._closed = True
-        if self._writer.is_alive():
-            self._wake.set()
-            self._writer.join(timeout=30)
+        stopped = self._stop_writer()
         with self._read_lock:
             self._read.close()
-        if not self._writer.is_alive():
+        if stopped:
             self._write.close()
-
-
-def _event_dict(event: dict[str, Any]) -> dict[str, Any]:
-    """An event as `Event.to_dict` gives it (the writer encodes the dataclass whole, Nones included)."""
-    for key in ("node_id", "attempt", "data"):
-        if not event.get(key) and event.get(key) != 0:
-            event.pop(key, None)
-    return event
-
-
-def _process_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def dumps(value: Any) -> str:
-    """JSON text of any value a node can produce; orjson first (fast), stdlib json for huge integers."""
-    try:
-        # orjson: a 1,000-node run's record and events encode in ~3 ms instead of ~13 ms.
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return _FALLBACK + json.dumps(value, default=_plain)
-
-
-def _plain(value: Any) -> Any:
-    """What stdlib json cannot encode: dataclasses (as orjson encodes them), else their text."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return str(value)
-
-
-def loads(text: str | bytes) -> Any:
-    if isinstance(text, bytes):
-        text = text.decode()
-    if text.startswith(_FALLBACK):
-        return json.loads(text[1:])
-    return orjson.loads(text)

@@ -19,7 +19,7 @@ from ice_mcp.server.documents import parse_document
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.envelope import FAILED, error_result, json_result, run_result
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.runs import Progress, run_and_wait
+from ice_mcp.server.runs import Progress, ProgressRelay, run_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class ToolCalls:
                 return error_result("unknown_run", f"unknown run {args['run_id']!r}")
             return json_result(record.to_dict())
         if name == "run_result":
-            return await self._run_result(args["run_id"], args.get("wait_seconds"))
+            return await self._run_result(args["run_id"], args.get("wait_seconds"), report)
         if name == "run_cancel":
             cancelled = await orc.cancel(args["run_id"])
             record = orc.get_run(args["run_id"])
@@ -211,26 +211,24 @@ class ToolCalls:
             return network_result(result)
         return error_result("unknown_tool", f"unknown tool {name!r}")
 
-    async def _run_result(self, run_id: str, wait: Any) -> types.CallToolResult:
-        handle = self._orc.get_handle(run_id)
-        if handle is not None:
-            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
-        record = self._orc.get_run(run_id)
-        if record is None:
+    async def _run_result(self, run_id: str, wait: Any, report: Progress | None) -> types.CallToolResult:
+        """Wait for a run wherever it runs (here, or another replica on the store); progress per finished
+        node, those done so far first, when the client asked for it."""
+        handle = self._orc.watch(run_id)
+        if handle is None:
             return error_result("unknown_run", f"unknown run {run_id!r}")
-        if record.status == "running":
-            record = await self._poll(run_id, self.wait_budget(wait))
-        return run_result(record)
-
-    async def _poll(self, run_id: str, wait: float) -> Any:
-        """A run another server is running (same data folder): its stored record until it ends or time is up."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        record = self._orc.get_run(run_id)
-        while record is not None and record.status == "running" and loop.time() < deadline:
-            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-            record = self._orc.get_run(run_id)
-        return record
+        if handle.done or report is None:
+            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
+        total = len(handle.plan.graph.nodes) if handle.plan is not None else None
+        relay = ProgressRelay(report, total)
+        for event in list(handle.events.events):
+            relay.on_event(event)
+        handle.subscribe(relay.on_event)
+        try:
+            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
+        finally:
+            handle.unsubscribe(relay.on_event)
+            await relay.flush()
 
     async def _network_tool(self, name: str, args: dict[str, Any]) -> types.CallToolResult:
         """run_status, run_result and run_cancel of a network run (its id starts with `net_`)."""

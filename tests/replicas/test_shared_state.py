@@ -1,0 +1,175 @@
+"""Two orchestrators on one Redis state, as two replicas would be: each answers for the other's runs,
+follows their events, cancels them through the store, takes over a gone owner's run, and shares
+registered blueprints and per-caller spend."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ice_mcp import NodeResult, Orchestrator, Registry, Settings
+from ice_mcp.engine.events import Event
+from ice_mcp.orchestrator import RemoteRunHandle
+
+STEP = 0.15
+
+
+async def nap(label: str, seconds: float = STEP) -> dict[str, Any]:
+    await asyncio.sleep(seconds)
+    return {"label": label}
+
+
+def paid(cost: float) -> NodeResult:
+    return NodeResult({"paid": cost}, cost_usd=cost)
+
+
+def chain(name: str, count: int, seconds: float = STEP) -> dict[str, Any]:
+    nodes = [{"id": f"n{i}", "type": "tool", "tool_name": "nap", "tool_args": {"label": f"n{i}", "seconds": seconds},
+              **({"dependencies": [f"n{i - 1}"]} if i else {})} for i in range(count)]
+    return {"name": name, "nodes": nodes, "outputs": {"last": f"{{{{ n{count - 1}.label }}}}"}}
+
+
+class Replicas:
+    """Orchestrators sharing one state URL, each with its own data folder and registry."""
+
+    def __init__(self, root: Path, state_url: str) -> None:
+        self.root, self.state_url = root, state_url
+        self.made: list[Orchestrator] = []
+
+    async def start(self, **settings: Any) -> Orchestrator:
+        registry = Registry()
+        registry.add_tool(nap)
+        registry.add_tool(paid)
+        folder = self.root / f"replica{len(self.made)}"
+        orc = Orchestrator(registry=registry, settings=Settings(
+            data_dir=folder, workspace=self.root, state_url=self.state_url, lease_seconds=3.0, **settings))
+        orc.register_blueprint(chain("three", 3), origin="file")
+        orc.recover_interrupted_runs()  # as a server does: signals, leases, kept blueprints
+        self.made.append(orc)
+        return orc
+
+    async def close(self) -> None:
+        for orc in self.made:
+            await orc.aclose()
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path, redis_url: str) -> AsyncIterator[Replicas]:
+    made = Replicas(tmp_path, redis_url)
+    yield made
+    await made.close()
+
+
+async def until(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    for _ in range(int(timeout / 0.02)):
+        if result := check():
+            return result
+        await asyncio.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+async def test_any_replica_answers_for_a_run_and_streams_its_events(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    handle = await a.start("three", {})
+    await until(lambda: b.get_run(handle.run_id))
+    assert b.get_run(handle.run_id).status == "running"  # type: ignore[union-attr]
+    assert [r.run_id for r in b.list_runs(status="running")] == [handle.run_id]
+
+    followed = b.watch(handle.run_id)
+    assert isinstance(followed, RemoteRunHandle) and not followed.done
+    heard: list[Event] = []
+    followed.subscribe(heard.append)
+    # Mid-run, the owner's snapshots show the nodes done so far on the other replica.
+    await until(lambda: (r := b.get_run(handle.run_id)) and r.nodes.get("n0") and r.nodes["n0"].status == "succeeded",
+                timeout=5)
+    record = await followed.wait(timeout=10)
+    assert record.status == "succeeded" and record.outputs == {"last": "n2"}
+    assert [e.type for e in heard if e.node_id is None] == ["run_started", "run_finished"]
+    assert [e.node_id for e in heard if e.type == "node_succeeded"] == ["n0", "n1", "n2"]
+    assert [e.seq for e in heard] == list(range(len(heard)))
+    assert b.run_events(handle.run_id) == [e.to_dict() for e in handle.events.events]
+    assert b.get_run(handle.run_id).to_dict() == handle.record.to_dict()  # type: ignore[union-attr]
+
+
+async def test_a_wait_that_runs_out_answers_running_with_the_latest_record(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    handle = await a.start(chain("long", 2, seconds=1.5), {})
+    followed = b.watch(handle.run_id)
+    assert followed is not None
+    record = await followed.wait(timeout=0.2)
+    assert record.status == "running"
+    assert (await followed.wait(timeout=10)).status == "succeeded"
+
+
+async def test_cancel_on_one_replica_stops_the_run_on_its_owner(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    handle = await a.start(chain("long", 2, seconds=30), {})
+    await until(lambda: any(e.type == "node_started" for e in handle.events.events))
+    assert await b.cancel(handle.run_id)
+    assert handle.done and handle.record.status == "cancelled"
+    assert b.get_run(handle.run_id).status == "cancelled"  # type: ignore[union-attr]
+    assert not await b.cancel(handle.run_id)  # over: nothing to cancel
+    assert not await b.cancel("no-such-run")
+
+
+async def test_the_same_key_on_another_replica_attaches_to_the_run(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    first = await a.start("three", {}, idempotency_key="k-1")
+    await until(lambda: b.get_run(first.run_id))
+    again = await b.start("three", {}, idempotency_key="k-1")
+    assert again.run_id == first.run_id and isinstance(again, RemoteRunHandle)
+    assert (await again.wait(timeout=10)).status == "succeeded"
+    done = await b.start("three", {}, idempotency_key="k-1")
+    assert done.run_id == first.run_id and done.done
+    assert len(b.list_runs(workflow="three")) == 1
+
+
+async def test_a_gone_owners_run_is_taken_over_by_the_replica_asked_for_it(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    handle = await a.start("three", {}, idempotency_key="k-2")
+    await until(lambda: any(e.type == "node_succeeded" for e in handle.events.events))
+    await a.aclose(suspend=True)  # as a stopping server does: the run stays `running`, the lease is given up
+    again = await b.start("three", {}, idempotency_key="k-2")
+    assert again.run_id == handle.run_id and not isinstance(again, RemoteRunHandle)
+    record = await again.wait(timeout=10)
+    assert record.status == "succeeded"
+    events = b.run_events(handle.run_id)
+    assert [e["type"] for e in events].count("run_resumed") == 1
+    assert events[-1]["type"] == "run_finished" and events[-1]["data"]["status"] == "succeeded"
+    assert [e["node_id"] for e in events if e["type"] == "node_succeeded"] == ["n0", "n1", "n2"]
+
+
+async def test_blueprints_registered_on_one_replica_reach_the_others(replicas: Replicas) -> None:
+    a, b = await replicas.start(), await replicas.start()
+    changes: list[str] = []
+    b.registry.subscribe(lambda kind, name: changes.append(f"{kind}:{name}"))
+    a.register_blueprint(chain("fresh", 1))
+    await until(lambda: "fresh" in b.registry.workflows)
+    assert b.registry.workflows["fresh"].version == 1 and changes == ["workflow:fresh"]
+    assert (await b.run("fresh", {})).status == "succeeded"
+
+    a.register_blueprint({**chain("fresh", 2), "description": "two steps now"})
+    await until(lambda: b.registry.workflows["fresh"].version == 2)
+    assert b.registry.workflows["fresh"].blueprint.description == "two steps now"
+    assert a.remove_workflow("fresh")
+    await until(lambda: "fresh" not in b.registry.workflows)
+    assert "three" in b.registry.workflows  # loaded from a file: not the store's to remove
+    late = await replicas.start()  # a replica started later restores what is kept
+    assert "fresh" not in late.registry.workflows
+    a.register_blueprint(chain("again", 1))
+    await until(lambda: "again" in late.registry.workflows and "again" in b.registry.workflows)
+
+
+async def test_a_callers_spend_is_one_budget_across_replicas(replicas: Replicas) -> None:
+    a, b = await replicas.start(caller_budget_usd=1.0), await replicas.start(caller_budget_usd=1.0)
+    bill = {"name": "bill", "inputs": {"type": "object", "properties": {"c": {"type": "number"}}},
+            "nodes": [{"id": "p", "type": "tool", "tool_name": "paid", "tool_args": {"cost": "{{ inputs.c }}"}}]}
+    assert (await a.run(bill, {"c": 0.6}, caller="alice")).status == "succeeded"
+    second = await b.run(bill, {"c": 0.6}, caller="alice")
+    assert second.status == "over_budget"
+    assert a.caller_spend("alice").cost_usd == pytest.approx(1.2)  # type: ignore[union-attr]
+    assert (await b.run(bill, {"c": 0.6}, caller="bob")).status == "succeeded"
