@@ -1,0 +1,211 @@
+"""MCP replicas as separate `ice-mcp serve --http --state redis://...` processes on one real Redis: any
+replica answers for any run, streams its progress, cancels it, hears catalogue changes; and a client
+spreading 300 workflow calls over three replicas loses none when one is SIGKILLed and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from live import ServerProcess
+from mcp_helpers import ADMIN, http_client, structured
+
+MODERN = "2026-07-28"
+
+
+def chain(name: str, labels: list[str], seconds: float) -> dict[str, Any]:
+    nodes = [{"id": label, "type": "tool", "tool_name": "mark", "tool_args": {"label": label, "seconds": seconds},
+              **({"dependencies": [labels[i - 1]]} if i else {})} for i, label in enumerate(labels)]
+    return {"name": name, "inputs": {"type": "object", "properties": {"tag": {"type": "string"}}},
+            "nodes": nodes, "outputs": {"last": f"{{{{ {labels[-1]}.label }}}}"}}
+
+
+class Replicas:
+    """Server processes on one Redis state; each with its own data folder, all sharing a marks file."""
+
+    def __init__(self, root: Path, state_url: str) -> None:
+        self.root, self.state_url = root, state_url
+        self.marks = root / "marks.txt"
+        self.marks.touch()
+        folder = root / "blueprints"
+        folder.mkdir()
+        for bp in (chain("six", [f"n{i}" for i in range(1, 7)], 0.2), chain("relay", ["r1", "r2", "r3"], 0.1)):
+            (folder / f"{bp['name']}.json").write_text(json.dumps(bp))
+        self.servers: list[ServerProcess] = []
+
+    def add(self, *args: str) -> ServerProcess:
+        workspace = self.root / f"replica{len(self.servers)}"
+        workspace.mkdir()
+        server = ServerProcess(workspace, "--state", self.state_url, "--tools", "durable_tools",
+                               "--blueprints", str(self.root / "blueprints"), *args,
+                               env={"ICE_TEST_MARKS": str(self.marks), "ICE_MCP_LEASE_SECONDS": "5"})
+        self.servers.append(server)
+        server.start()
+        return server
+
+    def counts(self) -> Counter[str]:
+        return Counter(line.split()[0] for line in self.marks.read_text().splitlines())
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, redis_url: str) -> Iterator[Replicas]:
+    made = Replicas(tmp_path, redis_url)
+    yield made
+    made.stop()
+
+
+async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(replicas: Replicas) -> None:
+    a, b = replicas.add(), replicas.add()
+
+    # Progress of a run started through replica A streams to a client of replica B.
+    run_id = a.rpc("workflow.run", name="six", wait_seconds=0)["run_id"]
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with http_client(b.url) as client:
+        answer = await client.call_tool("run_result", {"run_id": run_id, "wait_seconds": 30},
+                                        progress_callback=on_progress)
+        assert structured(answer)["status"] == "succeeded" and structured(answer)["outputs"] == {"last": "n6"}
+        await until(lambda: len(seen) >= 6)
+        assert [p for p, _ in seen] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        assert seen[0][1] == "n1: succeeded"
+        status = structured(await client.call_tool("run_status", {"run_id": run_id}))
+        assert status["status"] == "succeeded" and set(status["nodes"]) == {f"n{i}" for i in range(1, 7)}
+        listed = structured(await client.call_tool("run_list", {"workflow": "six"}))["runs"]
+        assert [r["run_id"] for r in listed] == [run_id]
+
+        # A cancel sent to replica B reaches the run on replica A.
+        doomed = a.rpc("workflow.run", name="six", wait_seconds=0)["run_id"]
+        await until(lambda: replicas.counts()["n2"] >= 2)
+        cancelled = structured(await client.call_tool("run_cancel", {"run_id": doomed}))
+        assert cancelled == {"run_id": doomed, "cancelled": True, "status": "cancelled"}
+        assert a.rpc("run.status", run_id=doomed)["status"] == "cancelled"
+        await asyncio.sleep(0.5)
+        assert replicas.counts()["n4"] == 1  # nothing ran after the cancel
+
+    # A blueprint registered through replica A: replica B's sessions hear list_changed and can run it.
+    changed: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append(message)
+
+    async with http_client(b.url, mode="legacy", message_handler=on_message) as listener:
+        assert "workflow_fresh" not in {t.name for t in (await listener.list_tools()).tools}
+        async with http_client(a.url, token=ADMIN) as admin:
+            registered = await admin.call_tool("blueprint_register",
+                                               {"blueprint": chain("fresh", ["f1"], 0.0)})
+            assert registered.is_error is False, registered.content
+        await until(lambda: changed)
+        assert "workflow_fresh" in {t.name for t in (await listener.list_tools()).tools}
+        ran = structured(await listener.call_tool("workflow_fresh", {}))
+        assert ran["status"] == "succeeded" and ran["outputs"] == {"last": "f1"}
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A stateless (2026-07-28) tools/call: every request stands alone, so any replica can answer it."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    return body, headers
+
+
+def answer_of(response: httpx2.Response) -> dict[str, Any]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:") and ('"result"' in line or '"error"' in line):
+                return dict(json.loads(line[5:]))
+        raise AssertionError(response.text)
+    return dict(response.json())
+
+
+@pytest.mark.slow
+async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(replicas: Replicas) -> None:
+    servers = [replicas.add("--stateless", "--wait-seconds", "55") for _ in range(3)]
+    turn = itertools.count()
+    finished: dict[str, dict[str, Any]] = {}
+    retries: Counter[str] = Counter()  # why a call was sent again
+    in_flight = asyncio.Semaphore(24)
+
+    async def call(http: httpx2.AsyncClient, number: int) -> None:
+        key = f"call-{number}"
+        async with in_flight:
+            for _ in range(40):
+                server = servers[next(turn) % len(servers)]  # round robin, as a plain load balancer does
+                body, headers = tool_call("workflow_relay", {"tag": key, "idempotency_key": key})
+                try:
+                    response = await http.post(f"{server.url}/mcp", json=body, headers=headers)
+                except httpx2.HTTPError as exc:  # its replica died: the same key again, elsewhere
+                    retries[type(exc).__name__] += 1
+                    await asyncio.sleep(0.2)
+                    continue
+                answer = answer_of(response)
+                envelope = answer.get("result", {}).get("structuredContent") or {}
+                if envelope.get("status") == "succeeded":
+                    finished[key] = envelope
+                    return
+                retries[f"{response.status_code} {str(answer)[:200]}"] += 1
+
+    async with httpx2.AsyncClient(timeout=60) as http:
+        started = time.monotonic()
+        calls = [asyncio.create_task(call(http, number)) for number in range(300)]
+        await until(lambda: len(finished) >= 100 or retries.total() > 50, timeout=60)
+        assert len(finished) >= 100, retries.most_common(3)
+        victim = servers[1]
+        victim.kill()
+        killed_at = len(finished)
+        await asyncio.sleep(1.0)  # calls sent its way fail over to the others meanwhile
+        await asyncio.to_thread(victim.start)  # a new process (and port) on the same state
+        await asyncio.gather(*calls)
+        elapsed = time.monotonic() - started
+
+        assert len(finished) == 300, f"{300 - len(finished)} calls failed: {retries.most_common(3)}"
+        run_ids = {envelope["run_id"] for envelope in finished.values()}
+        assert len(run_ids) == 300  # one run per key, retries included
+        assert retries.total(), "the kill interrupted no call"
+        assert all(envelope["outputs"] == {"last": "r3"} for envelope in finished.values())
+
+        # Every run's record, from every replica; the store holds exactly one run per call.
+        for server in servers:
+            body, headers = tool_call("run_list", {"workflow": "relay", "limit": 500})
+            listed = json.loads(answer_of(await http.post(f"{server.url}/mcp", json=body, headers=headers))
+                                ["result"]["content"][0]["text"])["runs"]
+            assert {run["run_id"] for run in listed} == run_ids
+            for run_id in run_ids:
+                body, headers = tool_call("run_status", {"run_id": run_id})
+                record = answer_of(await http.post(f"{server.url}/mcp", json=body, headers=headers))
+                assert record["result"]["structuredContent"]["status"] == "succeeded"
+    counts = replicas.counts()
+    assert all(counts[label] >= 300 for label in ("r1", "r2", "r3"))
+    # Only the node each interrupted run had in flight ran again (calls refused at connect started nothing).
+    interrupted = retries.total() - retries["ConnectError"]
+    assert sum(counts.values()) - 900 <= interrupted
+    print(f"\n300 calls in {elapsed:.1f} s; replica killed after {killed_at}; {retries.total()} retried calls; "
+          f"nodes run again: {sum(counts.values()) - 900}; retried because: {dict(retries)}")
