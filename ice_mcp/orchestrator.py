@@ -254,6 +254,9 @@ class Orchestrator:
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
         self.runner = Runner()
+        slots = self.settings.max_concurrent_runs
+        self._slots: asyncio.Semaphore | contextlib.nullcontext[None] = (
+            asyncio.Semaphore(slots) if slots else contextlib.nullcontext())
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
         ttl = self.settings.idempotency_key_seconds
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
@@ -468,7 +471,8 @@ class Orchestrator:
 
     async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
         try:
-            return await self.runner.execute(plan, record, ctx)
+            async with self._slots:  # max_concurrent_runs: a run waits here for a free slot
+                return await self.runner.execute(plan, record, ctx)
         finally:
             handle = self._handles.get(record.run_id)
             if handle is not None and handle.suspended:

@@ -25,6 +25,7 @@ class Settings:
     memory_backend: str = "memory"
     persist_runs: bool = True
     state_url: str | None = None  # a shared run store (redis://HOST:PORT/DB) instead of SQLite in data_dir
+    max_concurrent_runs: int | None = None  # runs this process executes at once; more wait for a slot
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all
     # The largest blueprint or manifest accepted (the server validates off the event loop).
@@ -60,6 +61,8 @@ class Settings:
             values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
         if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
             values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
+        if env.get("ICE_MCP_MAX_RUNS"):
+            values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
         if env.get("ICE_MCP_STATE"):
             values["state_url"] = env["ICE_MCP_STATE"]
         if env.get("ICE_MCP_MEMORY_BACKEND"):

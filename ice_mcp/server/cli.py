@@ -71,6 +71,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
     parser.add_argument("--state", metavar="URL", help="keep runs, journals, keys, spend and blueprints in a store "
                                                        "that replicas share: redis://HOST:PORT/DB (ICE_MCP_STATE)")
+    parser.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs at once; more wait for a "
+                                                                   "slot (ICE_MCP_MAX_RUNS)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
     parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable; "
@@ -118,6 +120,7 @@ def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orch
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  state_url=getattr(args, "state", None),
+                                 max_concurrent_runs=getattr(args, "max_runs", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new

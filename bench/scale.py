@@ -1,0 +1,117 @@
+"""Scale-out: runs/s of a workflow of I/O-bound nodes (four in a row, each awaits 50 ms) with 1, 2 and
+4 worker processes.
+
+Engine: embedded replicas on one Redis state (the Temporal engine is not merged in this tree). Each
+worker is an `ice-mcp serve --http --stateless --state redis://...` process that runs what it receives
+with `--max-runs SLOTS` (the embedded analog of a Temporal worker's task slots). One client sends MCP
+`tools/call`s round robin over the workers, keeping 2 x SLOTS calls in flight per worker, RUNS x N
+calls in all; runs/s = calls / wall time. Run: `PYTHONPATH=. .venv/bin/python bench/scale.py
+[--slots 8] [--runs 150] [--workers 1 2 4]` (--slots 0: no cap, so one process is bound by its CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from ice_mcp.server.cluster import McpServer, RedisProcess
+
+MODERN = "2026-07-28"
+NODES, NODE_SECONDS = 4, 0.05
+IO_CHAIN = {
+    "name": "io_chain",
+    "inputs": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    "nodes": [{"id": f"wait{i}", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": NODE_SECONDS},
+               **({"dependencies": [f"wait{i - 1}"]} if i else {})} for i in range(NODES)],
+    "outputs": {"n": "{{ inputs.n }}"},
+}
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    return body, headers
+
+
+async def drive(urls: list[str], calls: int, in_flight: int) -> float:
+    """Send `calls` workflow calls round robin with `in_flight` at a time; returns the wall time."""
+    turn = itertools.count()
+    gate = asyncio.Semaphore(in_flight)
+    limits = httpx2.Limits(max_connections=in_flight + 8, max_keepalive_connections=in_flight + 8)
+    async with httpx2.AsyncClient(timeout=120, limits=limits) as http:
+
+        async def one(n: int) -> None:
+            async with gate:
+                body, headers = tool_call("workflow_io_chain", {"n": n})
+                response = await http.post(f"{urls[next(turn) % len(urls)]}/mcp", json=body, headers=headers)
+                result = response.json()["result"]["structuredContent"]
+                assert result["status"] == "succeeded" and result["outputs"] == {"n": n}, result
+
+        await asyncio.gather(*(one(n) for n in range(len(urls) * 4)))  # warm-up: every worker compiled
+        started = time.perf_counter()
+        await asyncio.gather(*(one(n) for n in range(calls)))
+        return time.perf_counter() - started
+
+
+def measure(root: Path, redis: RedisProcess, workers: int, slots: int, runs: int) -> float:
+    folder = root / "blueprints"
+    folder.mkdir(exist_ok=True)
+    (folder / "io_chain.json").write_text(json.dumps(IO_CHAIN))
+    env = {**os.environ, "ICE_MCP_DATA_DIR": str(root / f"data{workers}"), "ICE_MCP_WORKSPACE": str(root)}
+    cap = ["--max-runs", str(slots)] if slots else []
+    servers = [McpServer(f"worker {i}", root / "logs" / f"w{workers}-{i}.log", 0,
+                         ["--stateless", "--state", redis.url(db=workers), "--blueprints", str(folder), *cap], env)
+               for i in range(workers)]
+    try:
+        for server in servers:
+            server.start()
+        in_flight = workers * (2 * slots if slots else 64)
+        elapsed = asyncio.run(drive([s.url for s in servers], runs * workers, in_flight))
+    finally:
+        for server in servers:
+            server.stop()
+    return runs * workers / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=8, help="runs each worker runs at once (0: no cap)")
+    parser.add_argument("--runs", type=int, default=150, help="calls per worker")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        redis = RedisProcess(root / "redis")
+        redis.start()
+        try:
+            rates = {n: measure(root, redis, n, args.slots, args.runs) for n in args.workers}
+        finally:
+            redis.stop()
+    ideal = args.slots / (NODES * NODE_SECONDS) if args.slots else None
+    print(f"engine: embedded replicas on Redis (each `serve --stateless --state redis://...`"
+          f"{f' --max-runs {args.slots}' if args.slots else ', no slot cap'}); a run = {NODES} nodes x "
+          f"{NODE_SECONDS * 1000:.0f} ms; {os.cpu_count()} CPU(s)")
+    for n, rate in rates.items():
+        bound = f"  (slot bound {ideal * n:.0f}/s)" if ideal else ""
+        print(f"{n} worker(s): {rate:7.1f} runs/s{bound}")
+    if 2 in rates and 4 in rates:
+        print(f"2 -> 4 workers: x{rates[4] / rates[2]:.2f} (target >= 1.8)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
