@@ -817,9 +817,12 @@ class Orchestrator:
     async def aclose(self, *, suspend: bool = False) -> None:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
-        for task in (self._lease_task, self._signals_task):
-            if task is not None:
-                task.cancel()
+        background = [task for task in (self._lease_task, self._signals_task) if task is not None]
+        for task in background:
+            task.cancel()
+        here = asyncio.get_running_loop()
+        # Let them close what they hold (the signals' connection), when they live in this loop.
+        await asyncio.gather(*(t for t in background if t.get_loop() is here), return_exceptions=True)
         for network in self._networks.values():
             network.cancel()
         for handle in list(self._handles.values()):
@@ -829,7 +832,10 @@ class Orchestrator:
         await self.services.aclose()
         if self.store is not None:
             if suspend:
-                self.store.release_owner(self.owner)
+                try:
+                    self.store.release_owner(self.owner)
+                except IceError as exc:  # the store is away: the lease runs out by itself
+                    logger.warning("lease not released: %s", exc.message)
             self.store.close()
 
 

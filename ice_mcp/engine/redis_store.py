@@ -4,7 +4,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   run:{id}            hash: record, workflow, status, started_at, owner, blueprint, version, key, retry_of
   runs, workflow:{w}, status:{s}   sorted sets of run ids by start time (the run lists)
   events:{id}         stream: one entry per written batch of a run's events, id `{last_seq + 1}-0`,
-                      so `events(after)` is one XRANGE and other replicas tail it with XREAD BLOCK
+                      so `events(after)` is one XRANGE (other replicas follow a run by polling it)
   key:{k}             an idempotency key's run id, expiring with the key
   owners              hash owner id -> [host, pid, heartbeat]
   cancel:{id}         a run whose cancellation was asked for (a day)
@@ -18,16 +18,18 @@ key names at run time, which Redis Cluster does not allow).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-import redis.asyncio
 
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.stores import (
@@ -52,6 +54,8 @@ P = ParamSpec("P")
 
 DEFAULT_PREFIX = "ice_mcp:"
 CANCEL_KEEP_SECONDS = 24 * 3600
+FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another replica writes
+SIGNAL_WAIT_SECONDS = 0.25  # the signal thread looks at its stop flag this often
 _LIST_PAGE = 200
 _RUN_FIELDS = ("record", "owner", "blueprint", "version", "key", "retry_of")
 
@@ -142,7 +146,6 @@ class RedisRunStore(QueuedWriter):
         self.url, self.prefix = url, prefix
         self.location = self.path = redact(url)  # the run view (`ice-mcp ui`) names the store by `path`
         self.key_ms = max(1, int(idempotency_key_seconds * 1000))
-        self._timeout = timeout
         try:
             # Any: redis-py types each answer as the union of every protocol's shape; these are RESP2 bytes.
             self._redis: Any = redis.Redis.from_url(url, socket_timeout=timeout,
@@ -155,14 +158,11 @@ class RedisRunStore(QueuedWriter):
         self._claim = self._redis.register_script(_CLAIM)
         self._save_bp = self._redis.register_script(_SAVE_BLUEPRINT)
         self._delete_bp = self._redis.register_script(_DELETE_BLUEPRINT)
+        self._listeners: dict[threading.Thread, threading.Event] = {}  # signal threads, stopped on close
         self._start_queue()
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
-
-    def _async_client(self) -> Any:
-        """A client of the running event loop (redis.asyncio connections belong to one loop)."""
-        return redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=self._timeout)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -226,27 +226,20 @@ class RedisRunStore(QueuedWriter):
         return [event_dict(e) for _, fields in entries for e in loads(fields[b"events"]) if e["seq"] > after]
 
     async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
-        """A run's events after `after` as they are written (XREAD BLOCK), in batches; an empty batch
-        each idle second. The caller stops following."""
-        client = self._async_client()
-        stream, last = self._key("events", run_id), f"{max(after, -1) + 1}-0"
-        try:
-            while True:
-                try:
-                    answer = await client.xread({stream: last}, block=int(FOLLOW_IDLE_SECONDS * 1000))
-                except redis.RedisError as exc:
-                    raise IceError(f"the state store at {self.location} did not answer: {exc}",
-                                   code="state_unavailable") from None
-                batch: builtins.list[dict[str, Any]] = []
-                for _, entries in answer or ():
-                    for entry_id, fields in entries:
-                        last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                        batch.extend(event_dict(e) for e in loads(fields[b"events"]) if e["seq"] > after)
-                if batch:
-                    after = batch[-1]["seq"]
-                yield batch
-        finally:
-            await client.aclose()
+        """A run's events after `after` as they are written, in batches (an empty one each idle second);
+        the caller stops following. It polls with one range read: redis.asyncio can swallow a task's
+        cancellation inside a blocking read (redis-py #2028), and a follower is cancelled when a wait ends."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            events = self.events(run_id, after)
+            if events:
+                after, quiet_since = events[-1]["seq"], loop.time()
+                yield events
+            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
+                quiet_since = loop.time()
+                yield []
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
     @_unavailable
     def by_idempotency_key(self, key: str) -> str | None:
@@ -332,24 +325,48 @@ class RedisRunStore(QueuedWriter):
         return bool(self._redis.exists(self._key("cancel", run_id)))
 
     async def signals(self) -> AsyncGenerator[Signal, None]:
-        """Signals published from now on, by any replica (this one included)."""
-        client = self._async_client()
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        """Signals published from now on, by any replica (this one included). A thread of its own reads
+        the subscription (the sync client: redis.asyncio can swallow a cancellation) and hands them over."""
+        loop = asyncio.get_running_loop()
+        heard: asyncio.Queue[Signal | IceError] = asyncio.Queue()
+        stop = threading.Event()
+        pubsub = self._redis.pubsub()
+
+        def hand_over(item: Signal | IceError) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens any more
+                loop.call_soon_threadsafe(heard.put_nowait, item)
+
+        def listen() -> None:
+            try:
+                pubsub.subscribe(self._key("signals"))
+                while not stop.is_set():
+                    message = pubsub.get_message(timeout=SIGNAL_WAIT_SECONDS)
+                    if message is None:
+                        continue
+                    if message["type"] == "subscribe":
+                        hand_over(Signal("listening", ""))
+                    elif message["type"] == "message" and (signal := _signal(message["data"])) is not None:
+                        hand_over(signal)
+            except Exception as exc:  # the connection broke, or the store closed it under us
+                if not stop.is_set():
+                    hand_over(IceError(f"the state store at {self.location} did not answer: {exc}",
+                                       code="state_unavailable"))
+            finally:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+
+        thread = threading.Thread(target=listen, name="ice_mcp-signals", daemon=True)
+        self._listeners[thread] = stop
+        thread.start()
         try:
-            await pubsub.subscribe(self._key("signals"))
-            yield Signal("listening", "")
-            async for message in pubsub.listen():
-                try:
-                    data = loads(message["data"])
-                    kind, subject = data["kind"], str(data["subject"])
-                except (ValueError, KeyError, TypeError):
-                    logger.warning("state store: an unreadable signal was ignored")
-                    continue
-                if kind in ("cancel", "blueprint"):
-                    yield Signal(kind, subject)
+            while True:
+                item = await heard.get()
+                if isinstance(item, IceError):
+                    raise item
+                yield item
         finally:
-            await pubsub.aclose()
-            await client.aclose()
+            stop.set()
+            self._listeners.pop(thread, None)
 
     # -- caller spend ---------------------------------------------------------------------------
 
@@ -401,9 +418,24 @@ class RedisRunStore(QueuedWriter):
         return [StoredBlueprint(name, version, entry["source"], entry["created_at"]) for version, entry in found]
 
     def close(self) -> None:
-        """Finish pending writes (bounded), stop the writer, close the connections."""
+        """Finish pending writes (bounded), stop the writer and the signal listeners, close the connections."""
+        listeners = list(self._listeners.items())
+        for _, stop in listeners:
+            stop.set()
+        for thread, _ in listeners:
+            thread.join(timeout=2 * SIGNAL_WAIT_SECONDS)
         if self._stop_writer():
             self._redis.close()
+
+
+def _signal(data: bytes) -> Signal | None:
+    try:
+        message = loads(data)
+        kind, subject = message["kind"], str(message["subject"])
+    except (ValueError, KeyError, TypeError):
+        logger.warning("state store: an unreadable signal was ignored")
+        return None
+    return Signal(kind, subject) if kind in ("cancel", "blueprint") else None
 
 
 def _text(value: bytes | str | None) -> str | None:

@@ -107,6 +107,21 @@ async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(re
         await asyncio.sleep(0.5)
         assert replicas.counts()["n4"] == 1  # nothing ran after the cancel
 
+    # Replica B's run view lists the run replica A runs and streams its events as they are kept.
+    watched = a.rpc("workflow.run", name="six", wait_seconds=0)["run_id"]
+    runs = httpx2.get(f"{b.url}/ui/api/runs", timeout=10).json()["runs"]
+    assert watched in {run["run_id"] for run in runs}
+    streamed: list[tuple[str, str]] = []
+    async with httpx2.AsyncClient(timeout=30) as http, http.stream(
+            "GET", f"{b.url}/ui/api/runs/{watched}/events") as stream:
+        async for line in stream.aiter_lines():
+            if line.startswith("event: end"):
+                break
+            if line.startswith("data: "):
+                streamed += [(e["type"], e.get("node_id", "")) for e in json.loads(line[6:])["events"]]
+    assert streamed[0] == ("run_started", "") and streamed[-1] == ("run_finished", "")
+    assert [node for kind, node in streamed if kind == "node_succeeded"] == [f"n{i}" for i in range(1, 7)]
+
     # A blueprint registered through replica A: replica B's sessions hear list_changed and can run it.
     changed: list[Any] = []
 
