@@ -529,6 +529,8 @@ class Orchestrator:
         store); or left by a process that is gone, taken over here (the same key resumes the same run)."""
         assert self.store is not None
         record = stored.record
+        if (here := self._handles.get(record.run_id)) is not None:
+            return here
         if record.status != "running":
             return RunHandle(record, EventLog(record.run_id), None)
         if (not self.store.owner_alive(stored.owner, self.owner, self.settings.lease_seconds)

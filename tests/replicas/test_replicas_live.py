@@ -172,7 +172,7 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
     async def call(http: httpx2.AsyncClient, number: int) -> None:
         key = f"call-{number}"
         async with in_flight:
-            for _ in range(40):
+            for _ in range(100):
                 server = servers[next(turn) % len(servers)]  # round robin, as a plain load balancer does
                 body, headers = tool_call("workflow_relay", {"tag": key, "idempotency_key": key})
                 try:
@@ -186,7 +186,8 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
                 if envelope.get("status") == "succeeded":
                     finished[key] = envelope
                     return
-                retries[f"{response.status_code} {str(answer)[:200]}"] += 1
+                retries[f"{response.status_code} {str(answer)[:300]}"] += 1  # an answer, but not the run's end
+                await asyncio.sleep(0.2)
 
     async with httpx2.AsyncClient(timeout=60) as http:
         started = time.monotonic()
@@ -219,8 +220,9 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
                 assert record["result"]["structuredContent"]["status"] == "succeeded"
     counts = replicas.counts()
     assert all(counts[label] >= 300 for label in ("r1", "r2", "r3"))
-    # Only the node each interrupted run had in flight ran again (calls refused at connect started nothing).
-    interrupted = retries.total() - retries["ConnectError"]
-    assert sum(counts.values()) - 900 <= interrupted
+    # Finished nodes are not run again, except one that ended within the writer's last few milliseconds
+    # before the kill: an interrupted run repeats at most that one and the node in flight.
+    interrupted = retries.total() - retries["ConnectError"]  # calls refused at connect started nothing
+    assert sum(counts.values()) - 900 <= 2 * interrupted
     print(f"\n300 calls in {elapsed:.1f} s; replica killed after {killed_at}; {retries.total()} retried calls; "
           f"nodes run again: {sum(counts.values()) - 900}; retried because: {dict(retries)}")
