@@ -520,7 +520,7 @@ class Orchestrator:
             rerun = _downstream(plan, from_node)
         fresh = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id)
-        return self._launch(plan, fresh, replay_from_events(events).for_retry(rerun), on_event=on_event,
+        return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller))
 
     def _keep_lease(self) -> None:

@@ -46,8 +46,9 @@ class Runner(GraphRunner):
         """Run a whole plan; fills and returns `record`, whatever happens."""
         record.started_at = record.started_at or time.time()
         started = time.perf_counter()
-        if ctx.replay is None:
-            ctx.emit("run_started", workflow=plan.name)
+        if ctx.replay is None or ctx.replay.reused_from:
+            ctx.emit("run_started", workflow=plan.name,
+                     **({"retry_of": ctx.replay.reused_from} if ctx.replay is not None else {}))
         else:
             ctx.emit("run_resumed", workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
         scope = Scope({"inputs": record.inputs, "global": ctx.globals})
@@ -165,6 +166,7 @@ class _GraphRun:
         self.finished: asyncio.Future[None] = self.loop.create_future()
         self.stop_reason: BaseException | None = None
         self.replay = ctx.replay.outcomes if ctx.replay else None
+        self.reused_from = ctx.replay.reused_from if ctx.replay else None
 
     async def run(self) -> SubgraphResult:
         try:
@@ -265,10 +267,12 @@ class _GraphRun:
         record.status, record.output = "succeeded", result.output
         record.cost_usd, record.usage = result.cost_usd, result.usage
         self.outputs[node_id] = result.output
-        if not replayed:  # the journal entry that feeds a later replay: written before the scheduler hears
+        # The journal entry that feeds a later replay, written before the scheduler hears; a retry
+        # journals what it reuses too, so the retry itself can resume.
+        if not replayed or self.reused_from:
             ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
                      cost_usd=result.cost_usd, tokens=result.usage.total, usage=result.usage.as_dict(),
-                     output=result.output)
+                     output=result.output, **({"reused_from": self.reused_from} if replayed else {}))
         branch = bool(result.output.get("result")) if node.type == "condition" else None
         self._skip(self.scheduler.succeeded(node_id, branch))
         if not node.is_container and (result.cost_usd or result.usage.total):
