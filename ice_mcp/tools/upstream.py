@@ -4,8 +4,8 @@ per configured server.
 A connection is made when the server's tools are first listed (at start-up: validation needs their
 schemas) and shared by every run; calls beyond `maxConcurrency` wait their turn. When the upstream
 process exits or an HTTP session is dropped, the connection is ended and the next call makes a new one;
-a call in flight at a crash fails readably (node retries apply), a call refused for a dropped HTTP
-session is sent again once. `tools/list_changed` refreshes the tools in the registry. Cancelling a node
+a call in flight at a crash fails readably (node retries apply); a call an HTTP server refused (a 4xx for
+a session it no longer has: it did not run it) is sent again once on a new session. `tools/list_changed` refreshes the tools in the registry. Cancelling a node
 cancels its upstream call (the SDK sends `notifications/cancelled`); upstream progress becomes node progress.
 """
 
@@ -31,7 +31,7 @@ import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ice_mcp.errors import NodeFailure
@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = types.Implementation(name="ice-mcp", version="0.1.0")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# What the SDK makes of an HTTP 4xx without a JSON-RPC error in it (404: "Session terminated").
+_REFUSED = frozenset({INVALID_REQUEST, INTERNAL_ERROR, CONNECTION_CLOSED})
 ENV_PROGRAM = "/usr/bin/env"  # unsets what the SDK would pass on beyond the config's env (POSIX)
 
 
@@ -371,7 +373,7 @@ class UpstreamServer:
                     return await client.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout_seconds,
                                                   progress_callback=_progress_reporter(f"{self.name}.{tool}"))
                 except MCPError as exc:
-                    if self._refusals > refusals:  # the session is gone and the call did not run
+                    if self._refusals > refusals and exc.error.code in _REFUSED:  # the session is gone; it did not run
                         self._lose(client)
                         if attempt == 1:
                             continue  # send it again on a new session

@@ -34,7 +34,7 @@ class UpstreamConfig(BaseModel):
     type: Literal["stdio", "http", "streamable-http", "streamableHttp"] | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold tokens: never shown
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)

@@ -18,7 +18,7 @@ from live import healthz_watch, live_server
 from mcp_helpers import ROOT, http_client, structured
 
 sys.path.insert(0, str(ROOT / "tests" / "upstream"))  # the upstream servers' entries and helpers
-from upstream_servers import everything, process_with, require_servers, time_server, write_config  # noqa: E402
+from upstream_servers import everything, process_with, require_servers, time_server, write_config
 
 CLIENT_SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

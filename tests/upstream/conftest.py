@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
-import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,10 @@ HERE = Path(__file__).parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from upstream_servers import ROOT, require_servers, write_config  # noqa: E402
+from upstream_servers import ROOT, Aimock, Connect, require_servers, write_config  # noqa: E402
 
 from ice_mcp import Orchestrator, Settings  # noqa: E402
 
-Connect = Callable[..., Awaitable[Orchestrator]]
 AIMOCK_CLI = ROOT / ".tools" / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
 
 
@@ -56,15 +53,6 @@ async def connect(tmp_path: Path, workspace: Path, servers_installed: None) -> A
     yield make
     for orchestrator in made:
         await orchestrator.aclose()
-
-
-class Aimock:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def journal(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.url}/__aimock/journal", timeout=5) as answer:
-            return list(json.loads(answer.read()))
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Aimock, Connect
-from upstream_servers import time_server
+from upstream_servers import Aimock, Connect, time_server
 
 from ice_mcp.llm import LLMConfig, LLMService
 

@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Connect
-from upstream_servers import EVERYTHING, NODE, everything, everything_http, free_port, process_with
+from upstream_servers import (
+    EVERYTHING,
+    NODE,
+    Connect,
+    everything,
+    everything_http,
+    free_port,
+    process_with,
+)
 
 from ice_mcp import Orchestrator
 

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Connect
-from upstream_servers import changing, everything, filesystem, time_server
+from upstream_servers import Connect, changing, everything, filesystem, time_server
 
 from ice_mcp.server.annotations import workflow_annotations
 
