@@ -42,6 +42,8 @@ from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
+from ice_mcp.tools.upstream import Upstreams
+from ice_mcp.tools.upstream_config import load_configs
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
@@ -199,6 +201,23 @@ class Orchestrator:
                 self._plans.put(source, plan)
             return plan
         return compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+
+    async def connect_upstream(self, config_files: Iterable[str | Path] = ()) -> Upstreams:
+        """Use the tools of the MCP servers in these Claude Desktop-format files (and ICE_MCP_MCP_CONFIG) as
+        `SERVER.TOOL`: connect to each now and register its tools (validation needs their schemas). A server
+        that cannot be reached is logged and its tools stay unknown. Raises IceError(invalid_mcp_config).
+
+        Call it before registering blueprints that use these tools; each process (a server, a worker) holds
+        its own connections, closed with the orchestrator."""
+        configs, warnings = load_configs(config_files)
+        for warning in warnings:
+            logger.warning("MCP config: %s", warning)
+        upstreams = Upstreams(configs, self.registry, self.settings)
+        if self.services.upstream is not None:
+            await self.services.upstream.aclose()
+        self.services.upstream = upstreams
+        await upstreams.start()
+        return upstreams
 
     def workflow_plan(self, name: str) -> Plan:
         """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
