@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,7 @@ class Plan:
     estimate: CostEstimate
     # The inputs a caller may pass, when the blueprint lists them (others are refused as typos).
     declared_inputs: Mapping[str, Any] | None = None
+    quick_inputs_check: Callable[[Mapping[str, Any]], bool] | None = None  # True: valid, without the validator
     version: int | None = None  # registered at run time: its version in the run store
     document: dict[str, Any] | None = None  # the blueprint as JSON, as the run store keeps it (made once)
 
@@ -108,7 +109,8 @@ class Plan:
         for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
             if key not in filled and isinstance(prop, Mapping) and "default" in prop:
                 filled[key] = prop["default"]
-        if self.inputs_validator.is_valid(filled):
+        quick = self.quick_inputs_check
+        if (quick is not None and quick(filled)) or self.inputs_validator.is_valid(filled):
             return filled, problems
         found = itertools.islice(self.inputs_validator.iter_errors(filled), MAX_INPUT_PROBLEMS)
         errors = sorted(found, key=lambda e: list(e.path))
