@@ -268,7 +268,7 @@ class Orchestrator:
                          sleep=self.sleep, globals=dict(globals or {}), replay=replay)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                            blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
+                            blueprint=plan.source_text(), version=record.workflow_version, retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
         handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
