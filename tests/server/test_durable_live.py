@@ -16,6 +16,7 @@ from live import ServerProcess
 from ice_mcp.engine.store import RunStore
 
 STEP = 0.4  # seconds each node waits: long enough to kill a server while a node is in flight
+JOURNAL_LATENCY = 0.05  # seconds the store may take to commit an event (it collects them every 5 ms)
 
 
 def chain(name: str, labels: list[str]) -> dict[str, Any]:
@@ -109,6 +110,9 @@ def test_a_killed_server_resumes_the_run_on_restart(cluster: Cluster, workflow: 
     first = cluster.server()
     run_id = first.rpc("workflow.run", name=workflow, wait_seconds=0)["run_id"]
     cluster.wait_for_mark(in_flight)
+    # The journal reaches the store within a few ms of each event: give the node finished just before
+    # `in_flight` started that long (a crash sooner may repeat it, which is at-least-once), then kill.
+    time.sleep(JOURNAL_LATENCY)
     first.kill()
 
     second = cluster.server()
@@ -141,6 +145,7 @@ def test_two_servers_share_a_folder_and_take_over_a_dead_owners_run(cluster: Clu
     cluster.marks.write_text("")
     orphan = owner.rpc("workflow.run", name="six", wait_seconds=0)["run_id"]
     cluster.wait_for_mark("n2")
+    time.sleep(JOURNAL_LATENCY)  # n1's end is in the store
     owner.kill()
     killed_at = time.monotonic()
     store = RunStore.in_data_dir(cluster.root / ".ice")
