@@ -18,10 +18,11 @@ from ice_mcp.bundled import bundled_dir
 from ice_mcp.engine.events import Event
 from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import BlueprintInvalid, IceError
-from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.

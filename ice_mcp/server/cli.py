@@ -15,11 +15,12 @@ from typing import Any
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 logger = logging.getLogger("ice_mcp.server")
