@@ -25,9 +25,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# bench/mcp.py would shadow the SDK: keep this folder off sys.path, and the checkout on it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-if str(ROOT) not in sys.path:
+if str(ROOT) not in sys.path:  # the checkout's ice_mcp, whatever the current folder
     sys.path.insert(0, str(ROOT))
 
 from mcp import Client  # noqa: E402

@@ -14,7 +14,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
@@ -38,8 +38,10 @@ from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
-from ice_mcp.tools.upstream import Upstreams
 from ice_mcp.tools.upstream_config import load_configs
+
+if TYPE_CHECKING:
+    from ice_mcp.tools.upstream import Upstreams
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
@@ -120,6 +122,10 @@ class Orchestrator:
         configs, warnings = load_configs(config_files)
         for warning in warnings:
             logger.warning("MCP config: %s", warning)
+        from ice_mcp.tools.upstream import (
+            Upstreams,  # the MCP client SDK: imported only when upstreams are used
+        )
+
         upstreams = Upstreams(configs, self.registry, self.settings)
         if self.services.upstream is not None:
             await self.services.upstream.aclose()

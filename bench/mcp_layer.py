@@ -1,7 +1,7 @@
 """MCP layer overhead: a bare SDK server with a trivial tool vs `workflow_noop`, same transport, same client.
 
-    python bench/mcp.py                 # stdio and HTTP p50 ratios, then 200 concurrent HTTP clients
-    python bench/mcp.py --calls 300 --clients 200 --per-client 5 --rounds 3
+    python bench/mcp_layer.py                 # stdio and HTTP p50 ratios, then 200 concurrent HTTP clients
+    python bench/mcp_layer.py --calls 300 --clients 200 --per-client 5 --rounds 3
 
 Prints the figures; exits non-zero if any call of the load run failed.
 """
