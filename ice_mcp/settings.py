@@ -39,6 +39,7 @@ class Settings:
     temporal_address: str | None = None  # HOST:PORT of the Temporal frontend (engine "temporal")
     temporal_namespace: str = "default"
     temporal_task_queue: str = "ice-mcp"
+    temporal_heartbeat_seconds: float = 10.0  # a node's activity silent this long lost its worker: it runs again
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -65,6 +66,8 @@ class Settings:
             values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
+        if env.get("ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"):
+            values["temporal_heartbeat_seconds"] = float(env["ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"])
         for key, name in (("engine", "ICE_MCP_ENGINE"), ("temporal_address", "ICE_MCP_TEMPORAL"),
                           ("temporal_namespace", "ICE_MCP_TEMPORAL_NAMESPACE"),
                           ("temporal_task_queue", "ICE_MCP_TEMPORAL_TASK_QUEUE")):
