@@ -77,7 +77,11 @@ class RunWorkflow:
                          runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals),
                          replay=replay_from_events(journal) if journal else None)
         execution = asyncio.create_task(runner.execute(plan, record, ctx))
-        await workflow.wait_condition(lambda: execution.done() or runner.drained)
+        try:
+            await workflow.wait_condition(lambda: execution.done() or runner.drained)
+        except asyncio.CancelledError:  # cancelled from MCP: the runner stops its nodes and ends the record
+            execution.cancel()
+            await asyncio.wait({execution})
         if not execution.done():  # a long history: go on as a new execution that replays the journal
             await sink.close()
             workflow.continue_as_new(RunStart(
