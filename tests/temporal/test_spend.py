@@ -4,7 +4,7 @@ sees it and a caller's budget holds across runs, workers and servers."""
 from __future__ import annotations
 
 import pytest
-from conftest import Cluster
+from temporal_cluster import Cluster
 
 from ice_mcp.engines.temporal.ledger import SpendLedger
 from ice_mcp.errors import IceError
