@@ -1,68 +1,25 @@
-"""The one interface an orchestrator runs its runs through (start, watch, cancel, resume, list), and the
-handle every engine gives back, so nothing above the orchestrator knows which engine runs a run."""
+"""The one interface an orchestrator runs its runs through (start, watch, cancel, resume, list). Every engine
+gives back a `RunHandle` (kept in ice_mcp.handles), so nothing above the orchestrator knows which engine runs a run."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.handles import RunHandle
+
 if TYPE_CHECKING:
     from ice_mcp.engine.context import Spend
-    from ice_mcp.engine.events import Event, EventLog, Listener
+    from ice_mcp.engine.events import Event, Listener
     from ice_mcp.engine.journal import Replay
     from ice_mcp.engine.plan import Plan
     from ice_mcp.engine.records import RunRecord
     from ice_mcp.engine.store import StoredRun
 
+__all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle"]
+
 RECENT_RUNS = 512
-
-
-class RunHandle:
-    """A run in progress (or finished): its live record, its events, and a way to wait or cancel.
-
-    `task` ends with the run (it runs it, or watches it run elsewhere); `stop` asks the run to stop
-    (default: cancel the task)."""
-
-    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
-                 plan: Plan | None = None, stop: Callable[[], bool] | None = None) -> None:
-        self.record = record
-        self.events = events
-        self.plan = plan
-        self._task = task
-        self._stop = stop
-        self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
-
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
-
-    @property
-    def done(self) -> bool:
-        return self._task is None or self._task.done()
-
-    def subscribe(self, listener: Listener) -> None:
-        self.events.listeners.append(listener)
-
-    async def wait(self, timeout: float | None = None) -> RunRecord:
-        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
-        if self._task is not None and not self._task.done():
-            await asyncio.wait({self._task}, timeout=timeout)
-        return self.record
-
-    def cancel(self) -> bool:
-        """Ask the run to stop: every running node is cancelled; the record ends `cancelled`."""
-        if self._task is None or self._task.done():
-            return False
-        return self._stop() if self._stop is not None else self._task.cancel()
-
-    def detach(self) -> bool:
-        """Stop following the run here without asking it to stop (its engine runs it elsewhere)."""
-        if self._task is None or self._task.done():
-            return False
-        return self._task.cancel()
 
 
 class LiveRuns:

@@ -57,7 +57,7 @@ class EmbeddedEngine:
                          sleep=self.sleep, globals=dict(run.globals), replay=run.replay)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=run.idempotency_key, owner=self.owner.owner_id,
-                            blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
+                            blueprint=plan.source_text(), version=record.workflow_version, retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, run.idempotency_key))
         handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
@@ -73,9 +73,12 @@ class EmbeddedEngine:
                 record.status, record.error = "running", None  # the next server resumes it from its journal
             elif self.store is not None:
                 self.store.save(record, idempotency_key=key)
+            if handle is not None:
+                handle.release()
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
+        handle.release()
         if handle.record.status != "running" or handle.suspended:
             return
         if task.cancelled():

@@ -23,7 +23,7 @@ from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import caller_id, may_administer
 from ice_mcp.server.calls import ToolCalls
 from ice_mcp.server.catalogue import Catalogue
-from ice_mcp.server.notify import ChangeNotifier, RememberSessions
+from ice_mcp.server.notify import ChangeNotifier
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.prompts import Prompts
 from ice_mcp.server.resources import TEMPLATES, Resources
@@ -97,7 +97,11 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
 
     orc.registry.subscribe(on_registry_change)
 
+    # Each handler remembers its 2025-era connection, to tell it of catalogue changes (no middleware layer).
+    remember = notifier.remember
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        remember(ctx)
         return types.ListToolsResult(
             tools=catalogue.listed(admin=may_administer(_request(ctx), options))
         )
@@ -105,6 +109,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        remember(ctx)
         entry = catalogue.resolve(params.name)
         if entry is None:
             raise MCPError(
@@ -133,18 +138,21 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListResourcesResult:
+        remember(ctx)
         extra = fixtures.resources() if fixtures is not None else []
         return types.ListResourcesResult(resources=resources.listing() + extra)
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListResourceTemplatesResult:
+        remember(ctx)
         extra = fixtures.templates() if fixtures is not None else []
         return types.ListResourceTemplatesResult(resource_templates=list(TEMPLATES) + extra)
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        remember(ctx)
         if fixtures is not None and (found := fixtures.read(str(params.uri))) is not None:
             return found
         return resources.read(str(params.uri))
@@ -152,12 +160,14 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def list_prompts(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListPromptsResult:
+        remember(ctx)
         extra = fixtures.prompts() if fixtures is not None else []
         return types.ListPromptsResult(prompts=prompts.listing() + extra)
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
+        remember(ctx)
         if fixtures is not None and (found := fixtures.get_prompt(params)) is not None:
             return found
         return prompts.get(params.name, params.arguments)
@@ -165,6 +175,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def complete(
         ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
+        remember(ctx)
         prefix = params.argument.value or ""
         if isinstance(params.ref, types.ResourceTemplateReference):
             values = resources.complete(params.ref.uri, params.argument.name, prefix)
@@ -192,7 +203,6 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(notifier.bus),
     )
-    server.middleware.append(RememberSessions(notifier))
     # Seal the multi-round-trip requestState: clients echo it back, so it is attacker-controlled.
     server.middleware.append(
         RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=options.name)

@@ -53,6 +53,8 @@ class ServerOptions:
     blueprints_dir: Path = field(default_factory=lambda: bundled_dir("blueprints"))
     docs_dir: Path = field(default_factory=lambda: bundled_dir("docs"))
     prompts_dir: Path = field(default_factory=lambda: bundled_dir("prompts"))
+    # List the tools of upstream MCP servers (`--mcp-config`) on this catalogue too (`--expose-upstream`).
+    expose_upstream: bool = False
     # Advertise fixture tools (conformance mode) under their bare names.
     bare_names: frozenset[str] = frozenset()
     # Conformance fixtures answered natively (see fixtures.py); None outside that test mode.
