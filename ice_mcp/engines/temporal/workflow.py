@@ -4,6 +4,7 @@ Temporal's sandbox and drives the same runner and pure scheduler as the embedded
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from ice_mcp.engine.context import RunContext, Spend
     from ice_mcp.engine.events import EventLog
-    from ice_mcp.engine.journal import replay_from_events
+    from ice_mcp.engine.journal import Replay, replay_from_events
     from ice_mcp.engine.records import RunRecord
     from ice_mcp.engines.temporal.planning import PLANS, CallerSpend, EventSink, WorkflowRunner
     from ice_mcp.engines.temporal.wire import (
@@ -73,9 +74,13 @@ class RunWorkflow:
         parent = Spend(budget_usd=start.budget_left_usd, parent=caller)
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         events = EventLog(start.run_id, [sink], clock=_now)
+        replay = replay_from_events(journal) if journal else None
+        if record.retry_of and not start.resume:
+            # A retry: the reused nodes are another run's, so this run journals them too (it can resume, and
+            # be retried, without running them again), and it starts (run_started, retry_of) rather than resumes.
+            replay = dataclasses.replace(replay or Replay(), reused_from=record.retry_of)
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=plan.blueprint.budget_usd, parent=parent),
-                         runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals),
-                         replay=replay_from_events(journal) if journal else None)
+                         runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals), replay=replay)
         execution = asyncio.create_task(runner.execute(plan, record, ctx))
         try:
             await workflow.wait_condition(lambda: execution.done() or runner.drained)
