@@ -88,8 +88,28 @@ def build_parser() -> argparse.ArgumentParser:
                             help="run this top-level node and everything after it again")
     _common(runs_retry)
 
+    worker = commands.add_parser(
+        "worker", help="run a Temporal worker: it runs the runs of servers started with --engine temporal")
+    add_temporal_arguments(worker, required=True)
+    worker.add_argument("--state", metavar="URL",
+                        help="the store the MCP servers read: sqlite:///FOLDER (default: --data-dir; ICE_MCP_STATE)")
+    worker.add_argument("--concurrency", type=int, default=100, metavar="N",
+                        help="node activities this worker runs at once (default 100)")
+    worker.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                        help="let outbound fetches reach this private address range or host (repeatable)")
+    worker.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    _common(worker)
+
     _add_extension_commands(commands)
     return parser
+
+
+def add_temporal_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """--temporal HOST:PORT, --namespace, --task-queue (also ICE_MCP_TEMPORAL, ..._NAMESPACE, ..._TASK_QUEUE)."""
+    parser.add_argument("--temporal", metavar="HOST:PORT", required=required and not os.environ.get("ICE_MCP_TEMPORAL"),
+                        help="the Temporal frontend (ICE_MCP_TEMPORAL)")
+    parser.add_argument("--namespace", help="Temporal namespace (ICE_MCP_TEMPORAL_NAMESPACE; default 'default')")
+    parser.add_argument("--task-queue", help="Temporal task queue (ICE_MCP_TEMPORAL_TASK_QUEUE; default 'ice-mcp')")
 
 
 def _add_extension_commands(commands: Any) -> None:
@@ -116,10 +136,10 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-async def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
+async def make_orchestrator(args: argparse.Namespace, **overrides: Any) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
-                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None, **overrides)
     # The tools the modules just registered with @tool, in this orchestrator's own registry.
     orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
     try:
@@ -303,6 +323,50 @@ def _show_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     return 0
 
 
+def state_folder(url: str | None) -> Path | None:
+    """The data folder a `--state` URL names (None: the default one)."""
+    if not url:
+        return None
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite://"))
+        return path.parent if path.suffix in (".sqlite3", ".db") else path
+    raise UsageError(f"--state {url!r}: this build keeps state in SQLite only (sqlite:///FOLDER)", code="invalid_state")
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """`ice-mcp worker`: the runs of servers started with `--engine temporal`, until SIGTERM or Ctrl-C."""
+    import logging
+    import signal
+
+    from ice_mcp.engines.temporal.worker import (
+        run_worker,  # temporalio loads only for workers and its engine
+    )
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1", code="invalid_concurrency")
+    data_dir = state_folder(args.state or os.environ.get("ICE_MCP_STATE")) or args.data_dir
+
+    async def serve() -> None:
+        # The worker's own orchestrator runs in-process what an activity runs inside it (an agent's workflows),
+        # with the upstream tools of its --mcp-config (each worker holds its own connections).
+        orchestrator = await make_orchestrator(
+            argparse.Namespace(**{**vars(args), "data_dir": data_dir}), engine="embedded",
+            temporal_address=args.temporal, temporal_namespace=args.namespace, temporal_task_queue=args.task_queue)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        try:
+            await run_worker(orchestrator, concurrency=args.concurrency, stop=stop)
+        finally:
+            await orchestrator.aclose()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
@@ -328,6 +392,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
             return asyncio.run(_network(args))
         if args.command == "runs":
             return _runs(args)
+        if args.command == "worker":
+            return _worker(args)
     except BlueprintInvalid as exc:
         print_report(exc.report, str(getattr(args, "file", None) or getattr(args, "manifest", "blueprint")))
         return 1

@@ -76,15 +76,21 @@ class PlanCache:
 
 
 class RunHandle:
-    """A run in progress (or finished): its live record, its events, and a way to wait or cancel."""
+    """A run in progress (or finished): its live record, its events, and a way to wait or cancel.
+
+    `task` ends with the run (it runs it, or an engine's task watches it run elsewhere); `stop` asks the run
+    to stop (default: cancel the task)."""
 
     def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
-                 plan: Plan | None = None) -> None:
+                 plan: Plan | None = None, stop: Callable[[], bool] | None = None) -> None:
         self.record = record
         self.events = events
         self.plan = plan
         self._task = task
+        self._stop = stop
         self._waiters: list[asyncio.Future[None]] = []
+        if task is not None:  # whichever engine runs it, the end of its task wakes the waiters
+            task.add_done_callback(lambda _task: self.release())
         self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
 
     @property
@@ -128,6 +134,12 @@ class RunHandle:
 
     def cancel(self) -> bool:
         """Ask the run to stop: every running node is cancelled; the record ends `cancelled`."""
+        if self._task is None or self._task.done():
+            return False
+        return self._stop() if self._stop is not None else self._task.cancel()
+
+    def detach(self) -> bool:
+        """Stop following the run here without asking it to stop (its engine runs it elsewhere)."""
         if self._task is None or self._task.done():
             return False
         return self._task.cancel()

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.direct import agent_document, tool_plan
 from ice_mcp.engine.blueprints import check_blueprint, compile_plan
-from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
+from ice_mcp.engine.context import Sleep, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog, Listener
 from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.journal import Replay, replay_from_events
@@ -29,6 +28,8 @@ from ice_mcp.engine.plan import Plan
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import Owner, RunStore, StoredRun
+from ice_mcp.engines import Engine, Launch, open_engine
+from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.handles import ExpiringKeys, PlanCache, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
-RECENT_RUNS = 512
 
 
 class Orchestrator:
@@ -53,7 +53,8 @@ class Orchestrator:
 
     `registry`: the tools, agents and workflows it runs (default: a fresh one; the built-in tools are
     added unless `builtin_tools=False`). `node_types`: the executors it runs (default: the built-ins).
-    `llm`: the LLM service (default: from the environment, on first use).
+    `llm`: the LLM service (default: from the environment, on first use). `engine`: what runs the runs
+    (default: `settings.engine`, the embedded engine unless it names another).
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class Orchestrator:
         sleep: Sleep = asyncio.sleep,
         node_types: Iterable[NodeType] | None = None,
         llm: LLMService | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         self.registry = registry if registry is not None else Registry()
@@ -83,7 +85,8 @@ class Orchestrator:
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
         self.runner = Runner()
-        self._handles: OrderedDict[str, RunHandle] = OrderedDict()
+        self.owner = Owner.this_process(uuid.uuid4().hex)
+        self.engine: Engine = engine or open_engine(self)
         ttl = self.settings.idempotency_key_seconds
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
@@ -91,10 +94,6 @@ class Orchestrator:
         self._plans = PlanCache()
         self._agent_plans: dict[str, Plan] = {}
         self.registry.subscribe(self._registry_changed)
-        self._callers: dict[str, Spend] = {}
-        self.owner = Owner.this_process(uuid.uuid4().hex)
-        self._lease_task: asyncio.Task[None] | None = None
-        self._adopting = False  # a server takes over the runs of servers that died; a one-shot CLI does not
 
     # -- blueprints and the catalogue ---------------------------------------
 
@@ -229,7 +228,7 @@ class Orchestrator:
             return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
         return self._begin(plan, inputs or {}, idempotency_key=idempotency_key, on_event=on_event, globals=globals,
-                           parent_spend=parent_spend or self.caller_spend(caller))
+                           parent_spend=parent_spend or self.caller_spend(caller), caller=caller)
 
     async def start_tool(self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None,
                          on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
@@ -241,7 +240,7 @@ class Orchestrator:
         entry = self.registry.tool(name)
         kwargs = entry.parse_arguments(dict(arguments))
         return self._begin(tool_plan(entry, kwargs, dict(arguments)), arguments, idempotency_key=idempotency_key,
-                           on_event=on_event, parent_spend=self.caller_spend(caller))
+                           on_event=on_event, parent_spend=self.caller_spend(caller), caller=caller)
 
     async def start_agent(self, name: str, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
                           on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
@@ -255,7 +254,7 @@ class Orchestrator:
             self.registry.agent(name)
             plan = self._agent_plans[name] = self.compile(agent_document(name))
         return self._begin(plan, inputs, idempotency_key=idempotency_key, on_event=on_event,
-                           parent_spend=self.caller_spend(caller))
+                           parent_spend=self.caller_spend(caller), caller=caller)
 
     def _attach(self, key: str | None, on_event: Listener | None) -> RunHandle | None:
         """The run an idempotency key already started (its listener added), if any."""
@@ -265,8 +264,8 @@ class Orchestrator:
         return existing
 
     def _begin(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None,
-               on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None
-               ) -> RunHandle:
+               on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None,
+               caller: str | None = None) -> RunHandle:
         check_fits(plan.estimate, parent_spend, plan.name)
         prepared, problems = plan.prepare_inputs(inputs)
         if problems:
@@ -275,29 +274,17 @@ class Orchestrator:
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
-                            globals=globals, parent_spend=parent_spend)
+                            globals=globals, parent_spend=parent_spend, caller=caller)
 
     def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
                 on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
-                parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
-        """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first."""
-        listeners: list[Listener] = [self.metrics.observe]
-        if on_event is not None:
-            listeners.append(on_event)
-        events = EventLog(record.run_id, listeners, journal)
-        if self.store is not None:
-            self.store.keep_journal(events, written=len(journal or ()))
-            self._keep_lease()
-        spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
-        ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflow_plan,
-                         sleep=self.sleep, globals=dict(globals or {}), replay=replay)
-        if self.store is not None and journal is None:
-            self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                            blueprint=plan.source_text(), version=record.workflow_version, retry_of=record.retry_of)
-        task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
-        handle = RunHandle(record, events, task, plan)
-        task.add_done_callback(lambda t: self._finalize(t, handle))
-        self._remember(handle, idempotency_key)
+                parent_spend: Spend | None = None, caller: str | None = None) -> RunHandle:
+        """Hand a run (a new one, or a retry with `replay`) to the engine, which starts it at once."""
+        handle = self.engine.launch(Launch(plan, record, replay, idempotency_key=idempotency_key,
+                                           listeners=[on_event] if on_event is not None else [],
+                                           globals=dict(globals or {}), parent_spend=parent_spend, caller=caller))
+        if idempotency_key:
+            self._keys.put(idempotency_key, handle.run_id)
         return handle
 
     async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
@@ -310,49 +297,12 @@ class Orchestrator:
             await asyncio.shield(handle.wait())
             raise
 
-    async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
-        try:
-            return await self.runner.execute(plan, record, ctx)
-        finally:
-            handle = self._handles.get(record.run_id)
-            if handle is not None and handle.suspended:
-                record.status, record.error = "running", None  # the next server resumes it from its journal
-            elif self.store is not None:
-                self.store.save(record, idempotency_key=key)
-            if handle is not None:
-                handle.release()
-
-    def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
-        # A run cancelled before its first step, or whose task died, never closed its record: close it here.
-        handle.release()
-        if handle.record.status != "running" or handle.suspended:
-            return
-        if task.cancelled():
-            handle.record.status = "cancelled"
-            handle.record.error = {"code": "cancelled", "message": "the run was cancelled before it started"}
-        else:
-            exc = task.exception()
-            handle.record.status = "failed"
-            handle.record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
-        if self.store is not None:
-            self.store.save(handle.record)
-
     def _plan(self, target: Target) -> Plan:
         if isinstance(target, str) and target in self.registry.workflows:
             return self.workflow_plan(target)
         if isinstance(target, str) and _is_name(target):
             raise UnknownName("workflow", target, nearest(target, self.registry.workflows))
         return self.compile(target)
-
-    def _remember(self, handle: RunHandle, key: str | None) -> None:
-        self._handles[handle.run_id] = handle
-        if key:
-            self._keys.put(key, handle.run_id)
-        while len(self._handles) > RECENT_RUNS:
-            oldest_id, oldest = next(iter(self._handles.items()))
-            if not oldest.done:
-                break
-            del self._handles[oldest_id]
 
     def _by_key(self, key: str) -> RunHandle | None:
         """The run an unexpired idempotency key started: here, or (kept in the store) by any server."""
@@ -366,71 +316,31 @@ class Orchestrator:
             run_id = stored_id
         if run_id is None:
             return None
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is None and stored is not None:
-            if stored.record.status == "running" and self._adopt(run_id, stored.owner):
-                return self._handles.get(run_id)  # its server died: the same key resumes the same run
-            handle = RunHandle(stored.record, EventLog(run_id), None)
+            handle = self.engine.follow(stored)  # e.g. its server died: the same key resumes the same run
+            if handle is None:
+                handle = RunHandle(stored.record, EventLog(run_id), None)
         return handle
 
     def caller_spend(self, caller: str | None = None) -> Spend | None:
         """The running spend of a caller against `caller_budget_usd` (None: no caller, or no such budget)."""
         if caller is None or self.settings.caller_budget_usd is None:
             return None
-        spend = self._callers.get(caller)
-        if spend is None:
-            spend = self._callers[caller] = Spend(budget_usd=self.settings.caller_budget_usd)
-        return spend
+        return self.engine.caller_spend(caller, self.settings.caller_budget_usd)
 
     # -- durable runs: leases, resume, retry -------------------------------------------------
 
     def recover_interrupted_runs(self) -> int:
-        """At server start (inside the event loop): restore kept blueprints, resume the runs of servers
-        that died, and from now on take over the runs of any server whose lease runs out."""
+        """At server start (inside the event loop): restore kept blueprints and let the engine take over
+        the runs interrupted by a server that stopped (the embedded engine resumes them here)."""
         if self.store is None:
             return 0
         self.restore_blueprints()
-        self._adopting = True
-        self._keep_lease()
-        return self.adopt_orphans()
+        return self.engine.recover()
 
-    def adopt_orphans(self) -> int:
-        """Resume every run whose owner is gone; returns how many this process took over."""
-        if self.store is None:
-            return 0
-        return sum(self._adopt(run_id, owner) for run_id, owner in
-                   self.store.orphaned_runs(self.owner, self.settings.lease_seconds))
-
-    def _adopt(self, run_id: str, previous_owner: str | None) -> bool:
-        assert self.store is not None
-        self.store.register_owner(self.owner)
-        if run_id in self._handles or not self.store.claim(run_id, previous_owner, self.owner):
-            return False
-        try:
-            self._resume(run_id)
-        except IceError as exc:  # its blueprint no longer compiles here: end it readably
-            logger.warning("run %s could not be resumed: %s", run_id, exc.message)
-            stored = self.store.run(run_id)
-            if stored is not None:
-                stored.record.status, stored.record.error = "failed", {**exc.as_dict(), "code": "resume_failed"}
-                self.store.save(stored.record)
-            return False
-        return True
-
-    def _resume(self, run_id: str) -> RunHandle:
-        assert self.store is not None
-        stored = self.store.run(run_id)
-        if stored is None:
-            raise UnknownName("run", run_id, None)
-        plan = self._stored_plan(stored)
-        journal = [Event.from_dict(e) for e in self.store.events(run_id)]
-        record = stored.record
-        record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
-        self.store.save(record)
-        return self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
-                            idempotency_key=stored.idempotency_key, journal=journal)
-
-    def _stored_plan(self, stored: StoredRun) -> Plan:
+    def stored_plan(self, stored: StoredRun) -> Plan:
+        """The plan a stored run ran, compiled again (to resume or retry it)."""
         if stored.blueprint is not None:
             return self.compile(stored.blueprint)
         return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint
@@ -439,14 +349,14 @@ class Orchestrator:
                     caller: str | None = None) -> RunHandle:
         """A finished run again, as a new run that reuses every node it finished, except `from_node`
         (and what depends on it) and the nodes that failed; those run again."""
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is not None and handle.plan is not None:
             record, plan, events = handle.record, handle.plan, [e.to_dict() for e in handle.events.events]
         else:
             stored = self.store.run(run_id) if self.store is not None else None
             if stored is None or self.store is None:
                 raise UnknownName("run", run_id, None)
-            record, plan, events = stored.record, self._stored_plan(stored), self.store.events(run_id)
+            record, plan, events = stored.record, self.stored_plan(stored), self.store.events(run_id)
         if not record.done:
             raise IceError(f"run {run_id} is still {record.status}: cancel it first", code="run_not_finished")
         rerun: list[str] = []
@@ -457,38 +367,19 @@ class Orchestrator:
         fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id)
         return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
-                            parent_spend=self.caller_spend(caller))
-
-    def _keep_lease(self) -> None:
-        """Heartbeat this process's lease while it runs anything (and, for a server, adopt orphans)."""
-        if self.store is None or (self._lease_task is not None and not self._lease_task.done()):
-            return
-        self.store.register_owner(self.owner)
-        self._lease_task = asyncio.get_running_loop().create_task(self._lease_loop(), name="ice_mcp-lease")
-
-    async def _lease_loop(self) -> None:
-        assert self.store is not None
-        period = max(0.05, self.settings.lease_seconds / 3)
-        while True:
-            await asyncio.sleep(period)
-            self.store.heartbeat(self.owner)
-            if self._adopting:
-                try:
-                    self.adopt_orphans()
-                except Exception:  # a store hiccup must not stop the heartbeat
-                    logger.exception("adopting orphaned runs failed")
+                            parent_spend=self.caller_spend(caller), caller=caller)
 
     def get_handle(self, run_id: str) -> RunHandle | None:
-        return self._handles.get(run_id)
+        return self.engine.runs.get(run_id)
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is not None:
             return handle.record
         return self.store.get(run_id) if self.store is not None else None
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is not None:
             return [event.to_dict() for event in handle.events.events]
         return self.store.events(run_id) if self.store is not None else []
@@ -498,17 +389,14 @@ class Orchestrator:
             stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit)}
         else:
             stored = {}
-        live = [h.record for h in self._handles.values()
+        live = [h.record for h in self.engine.runs.values()
                 if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
 
     async def cancel(self, run_id: str) -> bool:
-        handle = self._handles.get(run_id)
-        if handle is None or not handle.cancel():
-            return False
-        await handle.wait()
-        return True
+        """Ask a run to stop, wherever its engine runs it; False when it was not running."""
+        return await self.engine.cancel(run_id)
 
     # -- networks -----------------------------------------------------------------------------------
 
@@ -561,18 +449,11 @@ class Orchestrator:
     async def aclose(self, *, suspend: bool = False) -> None:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
-        if self._lease_task is not None:
-            self._lease_task.cancel()
         for network in self._networks.values():
             network.cancel()
-        for handle in list(self._handles.values()):
-            handle.suspended = suspend and self.store is not None and not handle.done
-            handle.cancel()
-        await asyncio.gather(*(h.wait() for h in self._handles.values()), return_exceptions=True)
+        await self.engine.aclose(suspend=suspend)
         await self.services.aclose()
         if self.store is not None:
-            if suspend:
-                self.store.release_owner(self.owner)
             self.store.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -42,10 +43,16 @@ def failure_of(exc: BaseException) -> NodeFailure:
 
 
 class Runner(GraphRunner):
+    """`now` (wall clock, s) and `perf` (a monotonic clock, s) are a durable engine's deterministic clocks
+    inside a workflow; in-process they are the system's."""
+
+    def __init__(self, now: Callable[[], float] = time.time, perf: Callable[[], float] = time.perf_counter) -> None:
+        self.now, self.perf = now, perf
+
     async def execute(self, plan: Plan, record: RunRecord, ctx: RunContext) -> RunRecord:
         """Run a whole plan; fills and returns `record`, whatever happens."""
-        record.started_at = record.started_at or time.time()
-        started = time.perf_counter()
+        record.started_at = record.started_at or self.now()
+        started = self.perf()
         if ctx.replay is None or ctx.replay.reused_from:
             ctx.emit("run_started", workflow=plan.name,
                      **({"retry_of": ctx.replay.reused_from} if ctx.replay is not None else {}))
@@ -79,8 +86,8 @@ class Runner(GraphRunner):
             record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
         finally:
             record.cost_usd, record.usage = ctx.spend.cost_usd, ctx.spend.usage
-            record.finished_at = time.time()
-            record.duration_ms = ((time.perf_counter() - started) * 1000 if ctx.replay is None
+            record.finished_at = self.now()
+            record.duration_ms = ((self.perf() - started) * 1000 if ctx.replay is None
                                   else (record.finished_at - record.started_at) * 1000)
             ctx.emit("run_finished", status=record.status, error=record.error)
         return record
@@ -235,7 +242,7 @@ class _GraphRun:
     async def _run_one(self, node_id: str, carry: bool = True) -> str | None:
         """Run and settle one node; returns the next node this task carries on with, if any."""
         node, record = self.graph.nodes[node_id], self.records[node_id]
-        started = time.perf_counter()
+        started = self.runner.perf()
         try:
             result = await self.runner.run_node(node, self.level, self.ctx, record)
         except asyncio.CancelledError as exc:
@@ -251,7 +258,7 @@ class _GraphRun:
         else:
             outcome = result
         self.running.pop(node_id, None)
-        record.duration_ms = (time.perf_counter() - started) * 1000
+        record.duration_ms = (self.runner.perf() - started) * 1000
         try:
             if isinstance(outcome, NodeResult):
                 self._settle_success(node_id, outcome)

@@ -74,6 +74,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable; "
                              "ICE_MCP_ALLOW_NET)")
+    parser.add_argument("--engine", choices=("embedded", "temporal"),
+                        help="what runs the runs: this process (embedded, the default) or Temporal workers "
+                             "(ICE_MCP_ENGINE)")
+    parser.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal frontend (ICE_MCP_TEMPORAL)")
+    parser.add_argument("--namespace", help="Temporal namespace (ICE_MCP_TEMPORAL_NAMESPACE; default 'default')")
+    parser.add_argument("--task-queue", help="Temporal task queue (ICE_MCP_TEMPORAL_TASK_QUEUE; default 'ice-mcp')")
     add_upstream_arguments(parser)
     parser.add_argument("--expose-upstream", action="store_true",
                         help="list the --mcp-config servers' tools on this server's catalogue too "
@@ -127,7 +133,10 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
-                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None,
+                                 engine=getattr(args, "engine", None), temporal_address=getattr(args, "temporal", None),
+                                 temporal_namespace=getattr(args, "namespace", None),
+                                 temporal_task_queue=getattr(args, "task_queue", None))
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
     orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     if args.conformance_fixtures:
