@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.direct import agent_document, tool_plan
 from ice_mcp.engine.blueprints import check_blueprint, compile_plan
 from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
@@ -31,10 +32,18 @@ from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.journal import Replay, replay_from_events
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.questions import Answer, Question, Questions
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import Owner, RunStore, StoredRun
-from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.errors import (
+    AnswerInvalid,
+    BlueprintInvalid,
+    IceError,
+    InputsInvalid,
+    NotWaiting,
+    UnknownName,
+)
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
 from ice_mcp.nodes import builtin_node_types
@@ -170,6 +179,8 @@ class Orchestrator:
         self.store = store
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
+        self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
+        self.questions = Questions()  # where `human` nodes wait for answers
         self.runner = Runner()
         self._handles: OrderedDict[str, RunHandle] = OrderedDict()
         ttl = self.settings.idempotency_key_seconds
@@ -348,7 +359,7 @@ class Orchestrator:
                 on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
                 parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
         """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first."""
-        listeners: list[Listener] = [self.metrics.observe]
+        listeners: list[Listener] = [self.metrics.observe, self._questions_listener(record), self._tell_watchers]
         if on_event is not None:
             listeners.append(on_event)
         events = EventLog(record.run_id, listeners, journal)
@@ -357,7 +368,7 @@ class Orchestrator:
             self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflow_plan,
-                         sleep=self.sleep, globals=dict(globals or {}), replay=replay)
+                         sleep=self.sleep, globals=dict(globals or {}), replay=replay, questions=self.questions)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
                             blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
@@ -366,6 +377,25 @@ class Orchestrator:
         task.add_done_callback(lambda t: self._finalize(t, handle))
         self._remember(handle, idempotency_key)
         return handle
+
+    def _questions_listener(self, record: RunRecord) -> Listener:
+        """Keeps the record's pending questions and its `input_required` status, and stores them at once
+        (another process, or the next one, reads the question from there)."""
+
+        def on_event(event: Event) -> None:
+            path = event.node_id
+            if event.type == "node_waiting" and path is not None:
+                record.questions[path] = dict(event.data)
+            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
+                del record.questions[path]
+            else:
+                return  # a cancelled node's question stays: a suspended run asks it again in the next server
+            if not record.done:
+                record.status = "input_required" if record.questions else "running"
+            if self.store is not None:
+                self.store.save(record)
+
+        return on_event
 
     async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
         """Run to the end and return the record. Cancelling the caller cancels the run."""
@@ -383,13 +413,16 @@ class Orchestrator:
         finally:
             handle = self._handles.get(record.run_id)
             if handle is not None and handle.suspended:
-                record.status, record.error = "running", None  # the next server resumes it from its journal
+                # The next server resumes it from its journal (its questions are asked again there).
+                record.status, record.error = ("input_required" if record.questions else "running"), None
             elif self.store is not None:
+                record.questions.clear()
                 self.store.save(record, idempotency_key=key)
+            self.questions.forget(record.run_id)
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
-        if handle.record.status != "running" or handle.suspended:
+        if handle.record.done or handle.suspended:
             return
         if task.cancelled():
             handle.record.status = "cancelled"
@@ -432,7 +465,7 @@ class Orchestrator:
             return None
         handle = self._handles.get(run_id)
         if handle is None and stored is not None:
-            if stored.record.status == "running" and self._adopt(run_id, stored.owner):
+            if not stored.record.done and self._adopt(run_id, stored.owner):
                 return self._handles.get(run_id)  # its server died: the same key resumes the same run
             handle = RunHandle(stored.record, EventLog(run_id), None)
         return handle
@@ -490,6 +523,8 @@ class Orchestrator:
         journal = [Event.from_dict(e) for e in self.store.events(run_id)]
         record = stored.record
         record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
+        record.questions.clear()  # its human nodes ask again, with their first deadlines
+        self.questions.restore(run_id, (e.to_dict() for e in journal))
         self.store.save(record)
         return self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
                             idempotency_key=stored.idempotency_key, journal=journal)
@@ -542,6 +577,18 @@ class Orchestrator:
                 except Exception:  # a store hiccup must not stop the heartbeat
                     logger.exception("adopting orphaned runs failed")
 
+    def watch_runs(self, listener: Listener) -> Callable[[], None]:
+        """Hear every event of every run this orchestrator runs (synchronously); returns the unsubscribe."""
+        self._watchers.append(listener)
+        return lambda: self._watchers.remove(listener) if listener in self._watchers else None
+
+    def _tell_watchers(self, event: Event) -> None:
+        for watcher in list(self._watchers):
+            try:
+                watcher(event)
+            except Exception:  # one watcher's bug must not keep the others from hearing
+                logger.exception("run watcher failed on %s", event.type)
+
     def get_handle(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)
 
@@ -566,6 +613,36 @@ class Orchestrator:
                 if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
+
+    # -- human input ----------------------------------------------------------------------------------
+
+    def waiting_question(self, run_id: str, node_path: str) -> Question | None:
+        """The question a node of a run in this process waits on, if it does."""
+        return self.questions.waiting(run_id, node_path)
+
+    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api") -> RunRecord:
+        """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
+        before this returns, and the node woken. Raises UnknownName(run), NotWaiting or AnswerInvalid."""
+        handle = self._handles.get(run_id)
+        question = self.questions.waiting(run_id, node_path) if handle is not None else None
+        if question is None or handle is None:
+            record = self.get_run(run_id)
+            if record is None:
+                raise UnknownName("run", run_id, None)
+            waiting = sorted(record.questions)
+            where = "" if handle is not None or not waiting else " in this process (another server runs it)"
+            raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
+                             + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
+        problems = answer_problems(question.schema, answer)
+        if problems:
+            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
+        given = Answer(answer, by)
+        handle.events.emit("node_answered", node_path, question.attempt, answer=answer, answered_by=by,
+                           answered_at=given.at)
+        self.questions.answer(question, given)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears
+        return handle.record
 
     async def cancel(self, run_id: str) -> bool:
         handle = self._handles.get(run_id)
@@ -638,6 +715,13 @@ class Orchestrator:
             if suspend:
                 self.store.release_owner(self.owner)
             self.store.close()
+
+
+def answer_problems(schema: Mapping[str, Any], answer: Any) -> list[str]:
+    """What is wrong with an answer, against its question's schema (path: message; empty when it fits)."""
+    validator = schema_validator(schema)
+    errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))[:20]
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(answer)'}: {e.message[:300]}" for e in errors]
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

@@ -19,7 +19,7 @@ from ice_mcp.server.documents import parse_document
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.envelope import FAILED, error_result, json_result, run_result
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.runs import Progress, run_and_wait
+from ice_mcp.server.runs import Progress, RunLog, run_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,7 @@ class ToolCalls:
         admin: bool,
         report: Progress | None,
         caller: str | None = None,
+        log: RunLog | None = None,
     ) -> types.CallToolResult:
         if (why := self.refusal(entry)) is not None:
             return error_result("forbidden", why)
@@ -112,19 +113,19 @@ class ToolCalls:
                 return run_result(await run_and_wait(
                     lambda on_event: orc.start(plan, arguments, idempotency_key=key, on_event=on_event,
                                                caller=caller),
-                    wait_seconds=wait, progress=report, total=len(plan.graph.nodes)))
+                    wait_seconds=wait, progress=report, total=len(plan.graph.nodes), log=log))
             if entry.kind == "tool":
                 arguments.pop("idempotency_key", None)
                 return run_result(await run_and_wait(
                     lambda on_event: orc.start_tool(entry.target, arguments, idempotency_key=key,
                                                     on_event=on_event, caller=caller),
-                    wait_seconds=wait, progress=report, total=1))
+                    wait_seconds=wait, progress=report, total=1, log=log))
             if entry.kind == "agent":
                 arguments.pop("idempotency_key", None)
                 return run_result(await run_and_wait(
                     lambda on_event: orc.start_agent(entry.target, arguments, idempotency_key=key,
                                                      on_event=on_event, caller=caller),
-                    wait_seconds=wait, progress=report, total=1))
+                    wait_seconds=wait, progress=report, total=1, log=log))
             check_arguments(entry.schema, arguments)
             return await self._builtin(entry, arguments, key, admin, report, caller)
         except IceError as exc:
