@@ -132,10 +132,27 @@ class RunHandle:
     def subscribe(self, listener: Listener) -> None:
         self.events.listeners.append(listener)
 
-    async def wait(self, timeout: float | None = None) -> RunRecord:
-        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
-        if self._task is not None and not self._task.done():
+    async def wait(self, timeout: float | None = None, *, or_question: bool = False) -> RunRecord:
+        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on);
+        `or_question`: also as soon as a `human` node waits for an answer."""
+        if self._task is None or self._task.done() or (or_question and self.record.questions):
+            return self.record
+        if not or_question:
             await asyncio.wait({self._task}, timeout=timeout)
+            return self.record
+        asked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_event(event: Event) -> None:
+            if event.type == "node_waiting" and not asked.done():
+                asked.set_result(None)
+
+        self.events.listeners.append(on_event)
+        try:
+            waiters: set[asyncio.Future[Any]] = {self._task, asked}
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.events.listeners.remove(on_event)
+            asked.cancel()
         return self.record
 
     def cancel(self) -> bool:
@@ -577,6 +594,11 @@ class Orchestrator:
                 except Exception:  # a store hiccup must not stop the heartbeat
                     logger.exception("adopting orphaned runs failed")
 
+    async def sync_store(self) -> None:
+        """Wait (in a thread, bounded) until every record and event queued for the run store is on disk."""
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)
+
     def watch_runs(self, listener: Listener) -> Callable[[], None]:
         """Hear every event of every run this orchestrator runs (synchronously); returns the unsubscribe."""
         self._watchers.append(listener)
@@ -620,9 +642,11 @@ class Orchestrator:
         """The question a node of a run in this process waits on, if it does."""
         return self.questions.waiting(run_id, node_path)
 
-    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api") -> RunRecord:
+    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api",
+                      declined: bool = False) -> RunRecord:
         """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
-        before this returns, and the node woken. Raises UnknownName(run), NotWaiting or AnswerInvalid."""
+        before this returns, and the node woken (`declined`: the person refused; the node fails, an approval
+        is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
         handle = self._handles.get(run_id)
         question = self.questions.waiting(run_id, node_path) if handle is not None else None
         if question is None or handle is None:
@@ -633,12 +657,12 @@ class Orchestrator:
             where = "" if handle is not None or not waiting else " in this process (another server runs it)"
             raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
                              + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
-        problems = answer_problems(question.schema, answer)
+        problems = [] if declined else answer_problems(question.schema, answer)
         if problems:
             raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
-        given = Answer(answer, by)
-        handle.events.emit("node_answered", node_path, question.attempt, answer=answer, answered_by=by,
-                           answered_at=given.at)
+        given = Answer(None if declined else answer, by, declined=declined)
+        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
+                           answered_at=given.at, **({"declined": True} if declined else {}))
         self.questions.answer(question, given)
         if self.store is not None:
             await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears

@@ -46,6 +46,7 @@ class Answer:
     value: Any
     by: str
     at: float = field(default_factory=time.time)
+    declined: bool = False  # the person refused to answer (an elicitation declined or cancelled)
 
 
 @dataclass(slots=True)
@@ -102,7 +103,7 @@ class Questions:
                 entry.asked_at = entry.asked_at or data.get("asked_at")
             else:
                 entry.answer = Answer(data.get("answer"), str(data.get("answered_by") or "unknown"),
-                                      float(data.get("answered_at") or time.time()))
+                                      float(data.get("answered_at") or time.time()), bool(data.get("declined")))
 
     def forget(self, run_id: str) -> None:
         """Drop what a finished run's journal said (its waiting questions went with its node tasks)."""

@@ -67,6 +67,10 @@ async def execute_human(call: NodeCall) -> NodeResult:
     if answer is None:  # timed out: the default answers
         assert isinstance(spec.on_timeout, OnTimeoutDefault)
         return _result(spec, spec.on_timeout.default, None, None, timed_out=True)
+    if answer.declined:
+        if spec.approval is not None:
+            return _result(spec, {"approved": False, "reason": "declined"}, answer.by, answer.at, timed_out=False)
+        raise NodeFailure(f"the question was declined ({answer.by})", code="declined", retryable=False)
     return _result(spec, answer.value, answer.by, answer.at, timed_out=False)
 
 

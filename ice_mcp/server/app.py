@@ -11,7 +11,8 @@ from typing import Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding, RequestHandler, compose_tool_call_handler
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -27,16 +28,19 @@ from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.calls import ToolCalls, check_arguments
 from ice_mcp.server.catalogue import Catalogue
 from ice_mcp.server.envelope import error_result
+from ice_mcp.server.follow import CallAnswer, CallWay
 from ice_mcp.server.notify import ChangeNotifier, RememberSessions
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.prompts import Prompts
 from ice_mcp.server.resources import TEMPLATES, Resources
 from ice_mcp.server.runs import RunLog
+from ice_mcp.server.tasks import TasksExtension, can_elicit, modern, negotiated
 
 logger = logging.getLogger(__name__)
 
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+METHOD_NOT_FOUND = -32601
 FORBIDDEN = -32003
 INSTRUCTIONS = (
     "Every registered workflow is a tool named workflow_<name> (canonical id workflow:<name>). "
@@ -125,9 +129,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
             tools=catalogue.listed(admin=may_administer(_request(ctx), options))
         )
 
-    async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallAnswer:
         entry = catalogue.resolve(params.name)
         if entry is None:
             raise MCPError(
@@ -147,6 +149,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
                 report=ctx.session.report_progress if _wants_progress(ctx, meta) else None,
                 caller=caller_id(request),  # budgets are per caller
                 log=_run_log(ctx, notifier),
+                way=_call_way(ctx, params),
             )
         except (MCPError, asyncio.CancelledError):
             raise
@@ -225,7 +228,6 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         instructions=INSTRUCTIONS,
         get_tool_input_schema=catalogue.input_schema,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
@@ -239,6 +241,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     # 2025 sessions set their log level (a 2026 request opts in through its `_meta`); the SDK warns that the
     # method is gone from 2026, which is why it is added here rather than passed to the constructor.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    apply_extensions(server, [TasksExtension(orc, options, catalogue)], call_tool)
     server.middleware.append(RememberSessions(notifier))
     # Seal the multi-round-trip requestState: clients echo it back, so it is attacker-controlled.
     server.middleware.append(
@@ -265,6 +268,44 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     server.ice_catalogue = catalogue
     server.ice_notifier = notifier
     return server
+
+
+def apply_extensions(server: IceServer, extensions: list[Extension], call_tool: RequestHandler) -> None:
+    """What `MCPServer(extensions=...)` does, for this low-level server: each extension's methods (gated
+    on their protocol versions), its capability, and its tools/call interceptor around `call_tool`."""
+    for extension in extensions:
+        for method in extension.methods():
+            server.add_request_handler(method.method, method.params_type, _version_gated(method))
+        server.extensions[extension.identifier] = extension.settings()
+    server.add_request_handler("tools/call", types.CallToolRequestParams,
+                               compose_tool_call_handler(extensions, call_tool))
+
+
+def _version_gated(method: MethodBinding) -> RequestHandler:
+    if method.protocol_versions is None:
+        return method.handler
+    versions = method.protocol_versions
+
+    async def gated(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        if ctx.protocol_version not in versions:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found", data=method.method)
+        return await method.handler(ctx, params)
+
+    return gated
+
+
+def _call_way(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallWay:
+    """What this call's client can take besides a finished result (see follow.py)."""
+    elicit = None
+    if not modern(ctx) and can_elicit(ctx) and ctx.session.can_send_request:
+
+        async def elicit(message: str, schema: dict[str, Any]) -> Mapping[str, Any]:
+            result = await ctx.session.elicit_form(message, schema,
+                                                   related_request_id=ctx.request_id)
+            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    return CallWay(tasks=negotiated(ctx), input_required=modern(ctx) and can_elicit(ctx), elicit=elicit,
+                   request_state=params.request_state, input_responses=params.input_responses)
 
 
 async def _call_native(
