@@ -181,6 +181,9 @@ class ToolCalls:
             return await follow.start(
                 lambda on_event: orc.retry(args["run_id"], args.get("from_node"), on_event=on_event, caller=caller),
                 total=None, wait=self.wait_budget(args.get("wait_seconds")))
+        if name == "run_respond":
+            return await self._respond(args["run_id"], args["node"], args["answer"], args.get("wait_seconds"),
+                                       "mcp:run_respond")
         if name == "run_list":
             runs = orc.list_runs(
                 status=args.get("status"),
@@ -224,6 +227,19 @@ class ToolCalls:
             return network_result(result)
         return error_result("unknown_tool", f"unknown tool {name!r}")
 
+    async def _respond(self, run_id: str, node: str, answer: Any, wait: Any, by: str) -> types.CallToolResult:
+        """Answer a question, then the run as it stands once it ends, asks again, or the budget is over."""
+        record = await self._orc.respond(run_id, node, answer, by=by)
+        handle = self._orc.get_handle(run_id)
+        if handle is not None:
+            record = await handle.wait(self.wait_budget(wait), or_question=True)
+        return run_result(record)
+
+    async def respond(self, run_id: str, node: str, answer: Any, wait: Any, by: str) -> dict[str, Any]:
+        """`_respond` for /rpc: the envelope."""
+        result = await self._respond(run_id, node, answer, wait, by)
+        return dict(result.structured_content or {})
+
     async def _run_result(self, run_id: str, wait: Any) -> types.CallToolResult:
         handle = self._orc.get_handle(run_id)
         if handle is not None:
@@ -231,7 +247,7 @@ class ToolCalls:
         record = self._orc.get_run(run_id)
         if record is None:
             return error_result("unknown_run", f"unknown run {run_id!r}")
-        if record.status == "running":
+        if not record.done:
             record = await self._poll(run_id, self.wait_budget(wait))
         return run_result(record)
 
@@ -240,7 +256,7 @@ class ToolCalls:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         record = self._orc.get_run(run_id)
-        while record is not None and record.status == "running" and loop.time() < deadline:
+        while record is not None and not record.done and loop.time() < deadline:
             await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
             record = self._orc.get_run(run_id)
         return record

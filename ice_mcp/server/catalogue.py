@@ -130,7 +130,8 @@ class Catalogue:
         if self._entries is None:
             native = [Entry(name, "native", name, added.tool)
                       for name, added in sorted(self._options.additions.tools.items())]
-            entries = self._registry_entries() + native + [self._builtin_entry(b) for b in BUILTINS]
+            # An extension module's own tools first: they are what it was loaded for.
+            entries = native + self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
             by_name: dict[str, Entry] = {}
             for entry in entries:
                 by_name.setdefault(entry.name, entry)

@@ -22,7 +22,7 @@ ENVELOPE_SCHEMA: dict[str, Any] = {
         },
         "status": {
             "type": "string",
-            "description": "running, succeeded, failed, cancelled, timed_out, over_budget",
+            "description": "running, input_required, succeeded, failed, cancelled, timed_out, over_budget",
         },
         "outputs": {"type": ["object", "null"], "description": "The workflow's outputs"},
         "error": {"type": ["object", "null"], "description": "What failed, and where"},
@@ -73,6 +73,11 @@ def run_result(record: RunRecord) -> types.CallToolResult:
                 text=f"Run {record.run_id} is still running; call run_result(run_id) to wait for it.",
             )
         )
+    elif record.status == "input_required":
+        asks = "; ".join(f"node {path!r} asks: {q.get('question')}" for path, q in record.questions.items())
+        content.append(types.TextContent(
+            type="text", text=f"Run {record.run_id} waits for an answer ({asks}). Ask the user, then call "
+                              f"run_respond(run_id, node, answer) with an answer that fits the node's schema."))
     return types.CallToolResult(content=content, structured_content=env, is_error=is_error)
 
 
