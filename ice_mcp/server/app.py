@@ -16,7 +16,6 @@ from mcp.server.extension import Extension, MethodBinding, RequestHandler, compo
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import ListenHandler
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
@@ -29,6 +28,7 @@ from ice_mcp.server.calls import ToolCalls, check_arguments
 from ice_mcp.server.catalogue import Catalogue
 from ice_mcp.server.envelope import error_result
 from ice_mcp.server.follow import CallAnswer, CallWay
+from ice_mcp.server.listen import Listen
 from ice_mcp.server.notify import ChangeNotifier, RememberSessions
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.prompts import Prompts
@@ -101,6 +101,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     resources = Resources(orc, options)
     prompts = Prompts(orc, options)
     calls = ToolCalls(orc, options, catalogue)
+    listen = Listen(notifier.bus, calls.view)
     added = options.additions
 
     def on_registry_change(kind: str, name: str) -> None:
@@ -119,6 +120,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     def on_run_event(event: Event) -> None:
         if event.type in STATUS_EVENTS:  # the run record's status changed: tell its subscribers
             notifier.resource_updated(f"ice://runs/{event.run_id}")
+            listen.task_changed(event.run_id)
 
     orc.registry.subscribe(on_registry_change)
     added.listeners.append(on_additions_change)
@@ -236,7 +238,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
-        on_subscriptions_listen=ListenHandler(notifier.bus),
+        on_subscriptions_listen=listen,
     )
     # 2025 sessions set their log level (a 2026 request opts in through its `_meta`); the SDK warns that the
     # method is gone from 2026, which is why it is added here rather than passed to the constructor.

@@ -115,6 +115,9 @@ class TaskView:
         asked = [float(q.get("asked_at") or 0) for q in record.questions.values()]
         return max([record.finished_at or 0, record.started_at or 0, *asked]) or None
 
+    def record(self, run_id: str) -> RunRecord | None:
+        return self._orc.get_run(run_id)
+
     def created(self, record: RunRecord) -> dict[str, Any]:
         """The flat CreateTaskResult of a run (its status now, nothing inlined)."""
         task = self._common(record.run_id, self._status(record), record.started_at, self._updated(record))
