@@ -242,12 +242,12 @@ class ToolCalls:
 
     async def _run_result(self, run_id: str, wait: Any) -> types.CallToolResult:
         handle = self._orc.get_handle(run_id)
-        if handle is not None:
-            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
+        if handle is not None:  # a question for a person ends the wait too: the caller must ask them
+            return run_result(await handle.wait(timeout=self.wait_budget(wait), or_question=True))
         record = self._orc.get_run(run_id)
         if record is None:
             return error_result("unknown_run", f"unknown run {run_id!r}")
-        if not record.done:
+        if record.status == "running":
             record = await self._poll(run_id, self.wait_budget(wait))
         return run_result(record)
 
@@ -256,7 +256,7 @@ class ToolCalls:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         record = self._orc.get_run(run_id)
-        while record is not None and not record.done and loop.time() < deadline:
+        while record is not None and record.status == "running" and loop.time() < deadline:
             await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
             record = self._orc.get_run(run_id)
         return record

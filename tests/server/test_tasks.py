@@ -141,6 +141,10 @@ async def test_approval_gate_by_run_respond(url: str, mode: str) -> None:
         assert status["questions"]["ok"]["approval"] is True
         listed = structured(await client.call_tool("run_list", {"status": "input_required"}))
         assert waiting["run_id"] in [run["run_id"] for run in listed["runs"]]
+        started = asyncio.get_running_loop().time()  # a pending question ends run_result's wait at once
+        polled = await client.call_tool("run_result", {"run_id": waiting["run_id"], "wait_seconds": 30})
+        assert structured(polled)["status"] == "input_required" and "run_respond" in polled.content[-1].text
+        assert asyncio.get_running_loop().time() - started < 5
 
         wrong = await client.call_tool("run_respond", {"run_id": waiting["run_id"], "node": "ok",
                                                        "answer": {"approved": "yes"}})
