@@ -37,6 +37,7 @@ Elicit = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 Start = Callable[[Listener | None], Awaitable[RunHandle]]
 MRTR_ANSWER = "mcp:input_required"
 ELICIT_ANSWER = "mcp:elicitation"
+ELICIT_TRIES = 3  # a question a client keeps answering wrongly is left for run_respond
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class RunFollower:
                  report: Progress | None, log: RunLog | None) -> None:
         self._orc, self._options, self.view, self.way = orc, options, view, way
         self._report, self._log = report, log
+        self._elicited: dict[str, int] = {}  # question key -> times asked by elicitation in this call
 
     def _budget(self, wait: float | None, execution: str, tasks: bool) -> float:
         if tasks and self.way.tasks:
@@ -96,10 +98,14 @@ class RunFollower:
                 return run_result(record)
             return error_result("not_here", f"run {run_id} runs in another server on this data folder; answer "
                                             "with run_respond there")
-        for key, response in (self.way.input_responses or {}).items():
-            await self._answer(handle, key, response, MRTR_ANSWER)
-        execution = handle.plan.blueprint.execution if handle.plan is not None else "auto"
-        return await self._follow(handle, self._budget(None, execution, True), tasks=True)
+        try:
+            for key, response in (self.way.input_responses or {}).items():
+                await self._answer(handle, key, response, MRTR_ANSWER)
+            execution = handle.plan.blueprint.execution if handle.plan is not None else "auto"
+            return await self._follow(handle, self._budget(None, execution, True), tasks=True)
+        except asyncio.CancelledError:  # the caller went away: as in the first round, the run goes too
+            handle.cancel()
+            raise
 
     async def _answer(self, handle: RunHandle, key: str, response: Any, by: str) -> None:
         if isinstance(response, types.ElicitResult):
@@ -140,10 +146,13 @@ class RunFollower:
         return run_result(handle.record)
 
     async def _elicit(self, handle: RunHandle, record: RunRecord) -> bool:
-        """Ask each pending question by `elicitation/create`; True when at least one was answered."""
+        """Ask each pending question by `elicitation/create` (a few times at most); True when one was answered."""
         assert self.way.elicit is not None
         answered = False
         for key, question in list(record.questions.items()):
+            if self._elicited.get(key, 0) >= ELICIT_TRIES:
+                continue
+            self._elicited[key] = self._elicited.get(key, 0) + 1
             try:
                 response = await asyncio.wait_for(
                     self.way.elicit(str(question.get("question") or ""), dict(question.get("schema") or {})),

@@ -184,7 +184,8 @@ class TasksExtension(Extension):
                                   call_next: CallNext) -> HandlerResult:
         entry = self._catalogue.resolve(params.name)
         if entry is not None and entry.kind == "workflow" and modern(ctx) and not negotiated(ctx):
-            if self._orc.registry.workflows[entry.target].blueprint.execution == "task":
+            workflow = self._orc.registry.workflows.get(entry.target)
+            if workflow is not None and workflow.blueprint.execution == "task":
                 raise missing_capability(f"{entry.name} runs only as a task: declare the {TASKS} extension")
         return await call_next(ctx)
 
