@@ -109,8 +109,8 @@ async def test_a_timeout_takes_the_default_or_fails(orc: Orchestrator) -> None:
     assert time.monotonic() - started < 5
 
 
-async def test_waiting_questions_hold_no_slot(orc: Orchestrator) -> None:
-    """Two questions wait at once in a graph of max_parallel 2, and a loop of questions runs by item."""
+async def test_several_questions_wait_at_once(orc: Orchestrator) -> None:
+    """Two questions wait at once (each an awaited future), answered in any order; a loop asks per item."""
     bp = blueprint({"id": "a", "type": "human", "prompt": "A?"}, {"id": "b", "type": "human", "prompt": "B?"},
                    {"id": "each", "type": "loop", "items": "{{ [1, 2] }}", "body": [
                        {"id": "q", "type": "human", "prompt": "Item {{ item }}?"}], "dependencies": ["a", "b"]},
