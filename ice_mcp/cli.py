@@ -19,10 +19,11 @@ from ice_mcp.bundled import bundled_dir
 from ice_mcp.engine.events import Event
 from ice_mcp.engine.plan import Plan
 from ice_mcp.errors import AnswerInvalid, BlueprintInvalid, IceError, NotWaiting
-from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-from ice_mcp.server.cli import add_serve_commands
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
@@ -40,6 +41,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="register every blueprint in this folder (repeatable)")
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    add_upstream_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,12 +117,17 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
+async def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
     # The tools the modules just registered with @tool, in this orchestrator's own registry.
     orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
+    try:
+        await orchestrator.connect_upstream(args.mcp_config)  # blueprints below may use upstream tools
+    except BaseException:
+        await orchestrator.aclose()
+        raise
     orchestrator.restore_blueprints()  # workflows registered at run time (over MCP, /rpc or Python)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):
@@ -329,7 +336,7 @@ def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
 
 async def _run(args: argparse.Namespace) -> int:
     inputs = parse_inputs(args.inputs, args.input)
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         plan = plan_to_run(orchestrator, args.file)
         progress = None
@@ -357,7 +364,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _network(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         result = await orchestrator.run_network(Path(args.manifest), from_client=False,
                                                 base_dir=Path(args.manifest).resolve().parent)
@@ -367,8 +374,8 @@ async def _network(args: argparse.Namespace) -> int:
         await orchestrator.aclose()
 
 
-def _validate(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+async def _validate(args: argparse.Namespace) -> int:
+    orchestrator = await make_orchestrator(args)
     path = Path(args.file)
     try:
         document = read_document(path)
@@ -377,7 +384,7 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             report = orchestrator.validate(document)
     finally:
-        orchestrator.close()
+        await orchestrator.aclose()
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -386,7 +393,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 async def _retry(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         record = await (await orchestrator.retry(args.run_id, args.from_node)).wait()
         print(json.dumps(record.to_dict(), indent=2, default=str))
@@ -442,7 +449,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         if args.command == "run":
             return asyncio.run(_run(args))
         if args.command == "validate":
-            return _validate(args)
+            return asyncio.run(_validate(args))
         if args.command == "network":
             return asyncio.run(_network(args))
         if args.command == "runs":

@@ -8,18 +8,13 @@ runs), its services (LLM, sandboxes, memory) and its run store.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import logging
-import os
-import sys
 import time
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
@@ -44,6 +39,7 @@ from ice_mcp.errors import (
     NotWaiting,
     UnknownName,
 )
+from ice_mcp.handles import ExpiringKeys, PlanCache, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
 from ice_mcp.nodes import builtin_node_types
@@ -51,115 +47,12 @@ from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
+from ice_mcp.tools.upstream import Upstreams
+from ice_mcp.tools.upstream_config import load_configs
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
 RECENT_RUNS = 512
-MAX_IDEMPOTENCY_KEYS = 10_000
-T = TypeVar("T")
-
-
-class ExpiringKeys(Generic[T]):
-    """Idempotency keys and what they lead to, each for `ttl` seconds, the oldest dropped past `limit`."""
-
-    def __init__(self, ttl: float, limit: int = MAX_IDEMPOTENCY_KEYS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.limit, self.clock = ttl, limit, clock
-        self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: str) -> T | None:
-        self._expire()
-        found = self._items.get(key)
-        return None if found is None else found[1]
-
-    def values(self) -> list[T]:
-        return [value for _, value in self._items.values()]
-
-    def put(self, key: str, value: T) -> None:
-        self._items.pop(key, None)
-        self._items[key] = (self.clock() + self.ttl, value)
-        self._expire()
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-
-    def _expire(self) -> None:
-        now = self.clock()
-        while self._items and next(iter(self._items.values()))[0] <= now:
-            self._items.popitem(last=False)
-
-
-class _PlanCache:
-    """Plans of the Blueprint objects this orchestrator compiled, kept while the object lives
-    (a Blueprint object is treated as settled once run: build a new one to change it)."""
-
-    def __init__(self) -> None:
-        self._plans: dict[int, tuple[weakref.ref[Blueprint], Plan]] = {}
-
-    def get(self, blueprint: Blueprint) -> Plan | None:
-        found = self._plans.get(id(blueprint))
-        return found[1] if found is not None and found[0]() is blueprint else None
-
-    def put(self, blueprint: Blueprint, plan: Plan) -> None:
-        key = id(blueprint)
-        self._plans[key] = (weakref.ref(blueprint, lambda _ref: self._plans.pop(key, None)), plan)
-
-    def clear(self) -> None:
-        self._plans.clear()
-
-
-class RunHandle:
-    """A run in progress (or finished): its live record, its events, and a way to wait or cancel."""
-
-    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
-                 plan: Plan | None = None) -> None:
-        self.record = record
-        self.events = events
-        self.plan = plan
-        self._task = task
-        self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
-
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
-
-    @property
-    def done(self) -> bool:
-        return self._task is None or self._task.done()
-
-    def subscribe(self, listener: Listener) -> None:
-        self.events.listeners.append(listener)
-
-    async def wait(self, timeout: float | None = None, *, or_question: bool = False) -> RunRecord:
-        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on);
-        `or_question`: also as soon as a `human` node waits for an answer."""
-        if self._task is None or self._task.done() or (or_question and self.record.questions):
-            return self.record
-        if not or_question:
-            await asyncio.wait({self._task}, timeout=timeout)
-            return self.record
-        asked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def on_event(event: Event) -> None:
-            if event.type == "node_waiting" and not asked.done():
-                asked.set_result(None)
-
-        self.events.listeners.append(on_event)
-        try:
-            waiters: set[asyncio.Future[Any]] = {self._task, asked}
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.events.listeners.remove(on_event)
-            asked.cancel()
-        return self.record
-
-    def cancel(self) -> bool:
-        """Ask the run to stop: every running node is cancelled; the record ends `cancelled`."""
-        if self._task is None or self._task.done():
-            return False
-        return self._task.cancel()
 
 
 class Orchestrator:
@@ -204,7 +97,7 @@ class Orchestrator:
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
-        self._plans = _PlanCache()
+        self._plans = PlanCache()
         self._agent_plans: dict[str, Plan] = {}
         self.registry.subscribe(self._registry_changed)
         self._callers: dict[str, Spend] = {}
@@ -227,6 +120,23 @@ class Orchestrator:
                 self._plans.put(source, plan)
             return plan
         return compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+
+    async def connect_upstream(self, config_files: Iterable[str | Path] = ()) -> Upstreams:
+        """Use the tools of the MCP servers in these Claude Desktop-format files (and ICE_MCP_MCP_CONFIG) as
+        `SERVER.TOOL`: connect to each now and register its tools (validation needs their schemas). A server
+        that cannot be reached is logged and its tools stay unknown. Raises IceError(invalid_mcp_config).
+
+        Call it before registering blueprints that use these tools; each process (a server, a worker) holds
+        its own connections, closed with the orchestrator."""
+        configs, warnings = load_configs(config_files)
+        for warning in warnings:
+            logger.warning("MCP config: %s", warning)
+        upstreams = Upstreams(configs, self.registry, self.settings)
+        if self.services.upstream is not None:
+            await self.services.upstream.aclose()
+        self.services.upstream = upstreams
+        await upstreams.start()
+        return upstreams
 
     def workflow_plan(self, name: str) -> Plan:
         """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
@@ -367,7 +277,7 @@ class Orchestrator:
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
-        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=prepared, started_at=time.time(),
+        record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend)
@@ -388,7 +298,7 @@ class Orchestrator:
                          sleep=self.sleep, globals=dict(globals or {}), replay=replay, questions=self.questions)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                            blueprint=plan.source(), version=record.workflow_version, retry_of=record.retry_of)
+                            blueprint=plan.source_text(), version=record.workflow_version, retry_of=record.retry_of)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
         handle = RunHandle(record, events, task, plan)
         task.add_done_callback(lambda t: self._finalize(t, handle))
@@ -436,9 +346,12 @@ class Orchestrator:
                 record.questions.clear()
                 self.store.save(record, idempotency_key=key)
             self.questions.forget(record.run_id)
+            if handle is not None:
+                handle.release()
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
+        handle.release()
         if handle.record.done or handle.suspended:
             return
         if task.cancelled():
@@ -570,9 +483,9 @@ class Orchestrator:
             if from_node not in plan.graph.nodes:
                 raise UnknownName("node", from_node, nearest(from_node, plan.graph.nodes))
             rerun = _downstream(plan, from_node)
-        fresh = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=record.inputs, started_at=time.time(),
+        fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id)
-        return self._launch(plan, fresh, replay_from_events(events).for_retry(rerun), on_event=on_event,
+        return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller))
 
     def _keep_lease(self) -> None:
@@ -764,31 +677,3 @@ def _downstream(plan: Plan, node_id: str) -> list[str]:
 
 def _is_name(text: str) -> bool:
     return text.isidentifier() and "\n" not in text
-
-
-def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:
-    """Import the user's tool modules (`--tools`, and ICE_MCP_TOOLS: comma-separated).
-
-    A module name is looked up from the current folder too (as `python -m` does); a path
-    to a `.py` file is loaded from that file. Raises IceError(code="tools_import_error").
-    """
-    names = [m for m in modules if m]
-    names += [m.strip() for m in os.environ.get("ICE_MCP_TOOLS", "").split(",") if m.strip()]
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for name in names:
-        try:
-            if name.endswith(".py"):
-                path = Path(name).resolve()
-                spec = importlib.util.spec_from_file_location(path.stem, path)
-                if spec is None or spec.loader is None:
-                    raise ImportError(f"cannot load {path}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[path.stem] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(name)
-        except Exception as exc:
-            raise IceError(f"cannot import tools from {name!r}: {type(exc).__name__}: {exc}",
-                           code="tools_import_error") from exc
-    return names

@@ -97,6 +97,11 @@ class CheckContext(Protocol):
         """The node's fields as compiled (a constant field is a `Constant`)."""
         ...
 
+    @property
+    def declared_inputs(self) -> Mapping[str, Any] | None:
+        """The blueprint's declared inputs (name → schema), or None when it does not list them."""
+        ...
+
     def suggest(self, name: str, candidates: Any) -> str | None: ...
 
 

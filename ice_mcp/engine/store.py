@@ -163,7 +163,7 @@ class RunStore:
     # -- queued writes --------------------------------------------------------------------------
 
     def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-             blueprint: dict[str, Any] | None = None, version: int | None = None,
+             blueprint: dict[str, Any] | str | None = None, version: int | None = None,
              retry_of: str | None = None) -> int:
         """Queue the record as it is now (what is None keeps its stored value); returns its ticket."""
         # A finished record no longer changes: the writer turns it into a dict, off the event loop.
@@ -247,7 +247,8 @@ class RunStore:
                         " started_at=COALESCE(excluded.started_at, runs.started_at),"
                         " owner=COALESCE(excluded.owner, runs.owner)",
                         (run_id, workflow, status, started, key, dumps(record), owner,
-                         None if blueprint is None else dumps(blueprint), version, retry_of))
+                         blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint),
+                         version, retry_of))
                 elif kind == "owner":
                     db.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
                                " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat", row)

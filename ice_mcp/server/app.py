@@ -29,7 +29,7 @@ from ice_mcp.server.catalogue import Catalogue
 from ice_mcp.server.envelope import error_result
 from ice_mcp.server.follow import CallAnswer, CallWay
 from ice_mcp.server.listen import Listen
-from ice_mcp.server.notify import ChangeNotifier, RememberSessions
+from ice_mcp.server.notify import ChangeNotifier
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.prompts import Prompts
 from ice_mcp.server.resources import TEMPLATES, Resources
@@ -126,12 +126,17 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     added.listeners.append(on_additions_change)
     orc.watch_runs(on_run_event)
 
+    # Each handler remembers its 2025-era connection, to tell it of catalogue changes (no middleware layer).
+    remember = notifier.remember
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        remember(ctx)
         return types.ListToolsResult(
             tools=catalogue.listed(admin=may_administer(_request(ctx), options))
         )
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallAnswer:
+        remember(ctx)
         entry = catalogue.resolve(params.name)
         if entry is None:
             raise MCPError(
@@ -162,18 +167,21 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListResourcesResult:
+        remember(ctx)
         extra = [resource for resource, _ in added.resources.values()]
         return types.ListResourcesResult(resources=resources.listing() + extra)
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListResourceTemplatesResult:
+        remember(ctx)
         extra = [added_template.template for added_template in added.templates]
         return types.ListResourceTemplatesResult(resource_templates=list(TEMPLATES) + extra)
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        remember(ctx)
         if (found := added.read(str(params.uri))) is not None:
             return found
         return resources.read(str(params.uri))
@@ -181,12 +189,14 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def list_prompts(
         ctx: ServerRequestContext[Any, Any], params: Any
     ) -> types.ListPromptsResult:
+        remember(ctx)
         extra = [added_prompt.prompt for added_prompt in added.prompts.values()]
         return types.ListPromptsResult(prompts=prompts.listing() + extra)
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
+        remember(ctx)
         if (added_prompt := added.prompts.get(params.name)) is not None:
             return added_prompt.get(params)
         return prompts.get(params.name, params.arguments)
@@ -194,6 +204,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def complete(
         ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
+        remember(ctx)
         prefix = params.argument.value or ""
         if isinstance(params.ref, types.ResourceTemplateReference):
             values = resources.complete(params.ref.uri, params.argument.name, prefix)
@@ -208,18 +219,21 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     async def set_level(
         ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
+        remember(ctx)
         notifier.set_level(ctx, params.level)
         return types.EmptyResult()
 
     async def subscribe(
         ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
+        remember(ctx)
         notifier.subscribe(ctx, str(params.uri))
         return types.EmptyResult()
 
     async def unsubscribe(
         ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        remember(ctx)
         notifier.unsubscribe(ctx, str(params.uri))
         return types.EmptyResult()
 
@@ -244,7 +258,6 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     # method is gone from 2026, which is why it is added here rather than passed to the constructor.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     apply_extensions(server, [TasksExtension(orc, options, catalogue)], call_tool)
-    server.middleware.append(RememberSessions(notifier))
     # Seal the multi-round-trip requestState: clients echo it back, so it is attacker-controlled.
     server.middleware.append(
         RequestStateBoundary(request_state_security(orc), default_audience=options.name)

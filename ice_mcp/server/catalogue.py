@@ -14,6 +14,7 @@ from ice_mcp.server.envelope import ENVELOPE_SCHEMA
 from ice_mcp.server.naming import advertised_name, canonical_id, parse_canonical
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.schema import flatten_schema
+from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
 AGENT_SCHEMA: dict[str, Any] = {
@@ -81,9 +82,12 @@ class Catalogue:
             out.append(Entry(tool.name, "workflow", name, tool))
         for name in sorted(registry.tools):
             entry = registry.tools[name]
+            upstream = isinstance(entry, SchemaToolEntry) and entry.server is not None
+            if upstream and not self._options.expose_upstream:
+                continue  # another MCP server's tool: for workflows and agents, not re-exported unless asked
             cid = canonical_id("tool", name)
             tool = types.Tool(
-                name=self._name("tool", name),
+                name=self._name("tool", entry.model_name if upstream else name),
                 title=cid,
                 description=entry.description or f"Run the tool {name}.",
                 input_schema=flatten_schema(entry.input_schema),

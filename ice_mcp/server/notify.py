@@ -11,7 +11,7 @@ import weakref
 from typing import Any
 
 from mcp.server.connection import allowed_log_levels
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     PromptsListChanged,
@@ -38,7 +38,7 @@ class ChangeNotifier:
 
     def __init__(self, bus: SubscriptionBus | None = None) -> None:
         self.bus: SubscriptionBus = bus or InMemorySubscriptionBus()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._connections: dict[int, weakref.ref[Any]] = {}  # by id: a request costs one dict lookup
         self._tasks: set[asyncio.Task[None]] = set()
         # Per 2025 connection: the log level it set, the resource URIs it subscribed to.
         self._levels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -89,11 +89,16 @@ class ChangeNotifier:
         task.add_done_callback(self._tasks.discard)
 
     def remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Called by each request handler: a 2025-era connection is told of changes from then on."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
         connection = getattr(ctx.session, "_connection", None)
-        if connection is not None:
-            self._connections.add(connection)
+        if connection is not None and id(connection) not in self._connections:
+            key = id(connection)
+            self._connections[key] = weakref.ref(connection, lambda _ref: self._connections.pop(key, None))
+
+    def connections(self) -> list[Any]:
+        return [c for c in (ref() for ref in list(self._connections.values())) if c is not None]
 
     def changed(self) -> None:
         """Called from the registry's (synchronous) listener."""
@@ -103,7 +108,7 @@ class ChangeNotifier:
         self._spawn(self.prompts_changed())
 
     async def _announce(self) -> None:
-        for connection in list(self._connections):
+        for connection in self.connections():
             try:
                 await connection.send_tool_list_changed()
                 await connection.send_resource_list_changed()
@@ -116,22 +121,9 @@ class ChangeNotifier:
             logger.warning("publishing list_changed failed", exc_info=True)
 
     async def prompts_changed(self) -> None:
-        for connection in list(self._connections):
+        for connection in self.connections():
             try:
                 await connection.send_prompt_list_changed()
             except Exception:
                 logger.debug("prompt list_changed to a closed session", exc_info=True)
         await self.bus.publish(PromptsListChanged())
-
-
-class RememberSessions:
-    """Server middleware: records each 2025-era connection so it can be told of changes."""
-
-    def __init__(self, notifier: ChangeNotifier) -> None:
-        self._notifier = notifier
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        self._notifier.remember(ctx)
-        return await call_next(ctx)

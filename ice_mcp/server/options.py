@@ -60,3 +60,5 @@ class ServerOptions:
     task_poll_seconds: float = 0.5
     # Tools, resources and prompts that extension modules add (`serve --extend MODULE`).
     additions: ServerAdditions = field(default_factory=ServerAdditions)
+    # List the tools of upstream MCP servers (`--mcp-config`) on this catalogue too (`--expose-upstream`).
+    expose_upstream: bool = False

@@ -62,8 +62,9 @@ def _orchestrator(args: argparse.Namespace) -> Any:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
     from ice_mcp.bundled import bundled_dir
-    from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+    from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.settings import Settings
+    from ice_mcp.tools.modules import import_tool_modules
     from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
     import_tool_modules(args.tools)
