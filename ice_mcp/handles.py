@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.engine.events import EventLog, Listener
+from ice_mcp.engine.events import Event, EventLog, Listener
 from ice_mcp.engine.plan import Plan
 from ice_mcp.engine.records import RunRecord
 
@@ -104,14 +104,23 @@ class RunHandle:
     def subscribe(self, listener: Listener) -> None:
         self.events.listeners.append(listener)
 
-    async def wait(self, timeout: float | None = None) -> RunRecord:
-        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
-        if self._task is None or self._task.done() or self.record.done:
+    async def wait(self, timeout: float | None = None, *, or_question: bool = False) -> RunRecord:
+        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on);
+        `or_question`: also as soon as a `human` node waits for an answer."""
+        if self._task is None or self._task.done() or self.record.done or (or_question and self.record.questions):
             return self.record
         # A future of our own, released as the run ends: one loop turn sooner than waiting on the task,
         # and a timeout cancels only it, never the run.
-        waiter = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        on_event: Listener | None = None
+        if or_question:
+
+            def on_event(event: Event) -> None:
+                if event.type == "node_waiting" and not waiter.done():
+                    waiter.set_result(None)
+
+            self.events.listeners.append(on_event)
         try:
             if timeout is None:
                 await waiter
@@ -123,6 +132,8 @@ class RunHandle:
         finally:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+            if on_event is not None and on_event in self.events.listeners:
+                self.events.listeners.remove(on_event)
         return self.record
 
     def release(self) -> None:

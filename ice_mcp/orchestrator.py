@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.direct import agent_document, tool_plan
 from ice_mcp.engine.blueprints import check_blueprint, compile_plan
 from ice_mcp.engine.context import Sleep, Spend, check_fits
@@ -25,12 +26,20 @@ from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.journal import Replay, replay_from_events
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.questions import Answer, Question, Questions
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import Owner, RunStore, StoredRun
 from ice_mcp.engines import Engine, Launch, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
-from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.errors import (
+    AnswerInvalid,
+    BlueprintInvalid,
+    IceError,
+    InputsInvalid,
+    NotWaiting,
+    UnknownName,
+)
 from ice_mcp.handles import ExpiringKeys, PlanCache, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
@@ -84,6 +93,8 @@ class Orchestrator:
         self.store = store
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
+        self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
+        self.questions = Questions()  # where `human` nodes wait for answers
         self.runner = Runner()
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self.engine: Engine = engine or open_engine(self)
@@ -287,6 +298,25 @@ class Orchestrator:
             self._keys.put(idempotency_key, handle.run_id)
         return handle
 
+    def questions_listener(self, record: RunRecord) -> Listener:
+        """Keeps the record's pending questions and its `input_required` status, and stores them at once
+        (another process, or the next one, reads the question from there)."""
+
+        def on_event(event: Event) -> None:
+            path = event.node_id
+            if event.type == "node_waiting" and path is not None:
+                record.questions[path] = dict(event.data)
+            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
+                del record.questions[path]
+            else:
+                return  # a cancelled node's question stays: a suspended run asks it again in the next server
+            if not record.done:
+                record.status = "input_required" if record.questions else "running"
+            if self.store is not None:
+                self.store.save(record)
+
+        return on_event
+
     async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
         """Run to the end and return the record. Cancelling the caller cancels the run."""
         handle = await self.start(target, inputs, **options)
@@ -369,6 +399,23 @@ class Orchestrator:
         return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller), caller=caller)
 
+    async def sync_store(self) -> None:
+        """Wait (in a thread, bounded) until every record and event queued for the run store is on disk."""
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)
+
+    def watch_runs(self, listener: Listener) -> Callable[[], None]:
+        """Hear every event of every run this orchestrator runs (synchronously); returns the unsubscribe."""
+        self._watchers.append(listener)
+        return lambda: self._watchers.remove(listener) if listener in self._watchers else None
+
+    def tell_watchers(self, event: Event) -> None:
+        for watcher in list(self._watchers):
+            try:
+                watcher(event)
+            except Exception:  # one watcher's bug must not keep the others from hearing
+                logger.exception("run watcher failed on %s", event.type)
+
     def get_handle(self, run_id: str) -> RunHandle | None:
         return self.engine.runs.get(run_id)
 
@@ -393,6 +440,38 @@ class Orchestrator:
                 if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
+
+    # -- human input ----------------------------------------------------------------------------------
+
+    def waiting_question(self, run_id: str, node_path: str) -> Question | None:
+        """The question a node of a run in this process waits on, if it does."""
+        return self.questions.waiting(run_id, node_path)
+
+    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api",
+                      declined: bool = False) -> RunRecord:
+        """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
+        before this returns, and the node woken (`declined`: the person refused; the node fails, an approval
+        is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
+        handle = self.get_handle(run_id)
+        question = self.questions.waiting(run_id, node_path) if handle is not None else None
+        if question is None or handle is None:
+            record = self.get_run(run_id)
+            if record is None:
+                raise UnknownName("run", run_id, None)
+            waiting = sorted(record.questions)
+            where = "" if handle is not None or not waiting else " in this process (another server runs it)"
+            raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
+                             + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
+        problems = [] if declined else answer_problems(question.schema, answer)
+        if problems:
+            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
+        given = Answer(None if declined else answer, by, declined=declined)
+        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
+                           answered_at=given.at, **({"declined": True} if declined else {}))
+        self.questions.answer(question, given)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears
+        return handle.record
 
     async def cancel(self, run_id: str) -> bool:
         """Ask a run to stop, wherever its engine runs it; False when it was not running."""
@@ -455,6 +534,13 @@ class Orchestrator:
         await self.services.aclose()
         if self.store is not None:
             self.store.close()
+
+
+def answer_problems(schema: Mapping[str, Any], answer: Any) -> list[str]:
+    """What is wrong with an answer, against its question's schema (path: message; empty when it fits)."""
+    validator = schema_validator(schema)
+    errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))[:20]
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(answer)'}: {e.message[:300]}" for e in errors]
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

@@ -298,7 +298,8 @@ class Compiler:
             self.templates = templates
             for issue in node_type.check(spec, self):  # type: ignore[arg-type]
                 self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
-        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs)  # type: ignore[arg-type]
+        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs,  # type: ignore[arg-type]
+                             own_timeout=node_type.own_timeout)
         return plan_node, names, estimate
 
     @staticmethod

@@ -31,10 +31,16 @@ class PlanNode:
     deps: tuple[str, ...]
     templates: dict[str, Compiled] = field(default_factory=dict)
     subgraphs: dict[str, Graph] = field(default_factory=dict)
+    own_timeout: bool = False  # the executor enforces timeout_seconds itself (see NodeType.own_timeout)
 
     @property
     def type(self) -> str:
         return self.spec.type
+
+    @property
+    def attempt_timeout(self) -> float | None:
+        """The runner's timeout around each attempt."""
+        return None if self.own_timeout else self.spec.timeout_seconds
 
     @property
     def is_container(self) -> bool:

@@ -138,15 +138,16 @@ class Runner(GraphRunner):
             attempt += 1
             record.attempts = attempt
             call = NodeCall(node, scope, ctx, attempt)
+            timeout = node.attempt_timeout
             try:
-                if spec.timeout_seconds is None:
+                if timeout is None:
                     return await node.execute(call)
-                async with asyncio.timeout(spec.timeout_seconds) as deadline:
+                async with asyncio.timeout(timeout) as deadline:
                     return await node.execute(call)
             except (RunStopped, asyncio.CancelledError):
                 raise
             except TimeoutError as exc:
-                expired = spec.timeout_seconds is not None and deadline.expired()
+                expired = timeout is not None and deadline.expired()
                 failure = (NodeFailure(f"attempt timed out after {spec.timeout_seconds} s", code="timeout")
                            if expired else failure_of(exc))
             except Exception as exc:

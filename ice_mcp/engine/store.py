@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.records import ACTIVE, RunRecord
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class RunStore:
             closing = self._closed
             items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
             for _, kind, row in items:
-                if kind == "run" and row[2] != "running" and row[0] in self._journals:
+                if kind == "run" and row[2] not in ACTIVE and row[0] in self._journals:
                     self._journals[row[0]].finished = True  # its last events are in the snapshot below
             chunks = [(run_id, journal, len(journal.events)) for run_id, journal in list(self._journals.items())
                       if len(journal.events) > journal.written or journal.finished]
@@ -322,10 +322,12 @@ class RunStore:
     # -- ownership ------------------------------------------------------------------------------
 
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
-        """Runs still `running` whose owner is gone: its lease ran out, or its process on this host died."""
+        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
+        process on this host died."""
         now = time.time()
         rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
-                          " LEFT JOIN owners o ON o.owner_id = r.owner WHERE r.status = 'running'")
+                          " LEFT JOIN owners o ON o.owner_id = r.owner"
+                          " WHERE r.status IN ('running', 'input_required')")
         orphans = []
         for run_id, owner, host, pid, beat in rows:
             if owner == me.owner_id:

@@ -23,7 +23,8 @@ def open_engine(orc: Orchestrator) -> Engine:
     runs = LiveRuns()
     if name == "embedded":
         return EmbeddedEngine(orc.services, orc.runner, orc.workflow_plan, orc.stored_plan, orc.store, orc.owner,
-                              runs, observers=[orc.metrics.observe], sleep=orc.sleep)
+                              runs, observers=[orc.metrics.observe, orc.tell_watchers], sleep=orc.sleep,
+                              questions=orc.questions, run_listeners=lambda record: [orc.questions_listener(record)])
     if name == "temporal":
         from ice_mcp.engines.temporal.client import (
             TemporalEngine,  # temporalio loads only for this engine

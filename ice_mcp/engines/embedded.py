@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ice_mcp.engine.context import WorkflowPlans
     from ice_mcp.engine.events import Listener
     from ice_mcp.engine.plan import Plan
+    from ice_mcp.engine.questions import Questions
     from ice_mcp.engine.runner import Runner
     from ice_mcp.services import Services
 
@@ -38,7 +39,9 @@ class EmbeddedEngine:
     store: RunStore | None
     owner: Owner
     runs: LiveRuns
-    observers: list[Listener] = field(default_factory=list)  # told of every run's events (metrics)
+    observers: list[Listener] = field(default_factory=list)  # told of every run's events (metrics, watchers)
+    questions: Questions | None = None  # where `human` nodes wait for answers
+    run_listeners: Callable[[RunRecord], list[Listener]] | None = None  # per run (its pending questions)
     sleep: Sleep = asyncio.sleep
     name: str = "embedded"
     _callers: dict[str, Spend] = field(default_factory=dict)
@@ -48,13 +51,14 @@ class EmbeddedEngine:
     def launch(self, run: Launch) -> RunHandle:
         """Start (or resume, with a replay and the journal so far) a run's task; the store hears first."""
         plan, record, journal = run.plan, run.record, run.journal
-        events = EventLog(record.run_id, [*self.observers, *run.listeners], journal)
+        per_run = self.run_listeners(record) if self.run_listeners is not None else []
+        events = EventLog(record.run_id, [*self.observers, *per_run, *run.listeners], journal)
         if self.store is not None:
             self.store.keep_journal(events, written=len(journal or ()))
             self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=run.parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflows,
-                         sleep=self.sleep, globals=dict(run.globals), replay=run.replay)
+                         sleep=self.sleep, globals=dict(run.globals), replay=run.replay, questions=self.questions)
         if self.store is not None and journal is None:
             self.store.save(record, idempotency_key=run.idempotency_key, owner=self.owner.owner_id,
                             blueprint=plan.source_text(), version=record.workflow_version, retry_of=record.retry_of)
@@ -70,16 +74,20 @@ class EmbeddedEngine:
         finally:
             handle = self.runs.get(record.run_id)
             if handle is not None and handle.suspended:
-                record.status, record.error = "running", None  # the next server resumes it from its journal
+                # The next server resumes it from its journal (its questions are asked again there).
+                record.status, record.error = ("input_required" if record.questions else "running"), None
             elif self.store is not None:
+                record.questions.clear()
                 self.store.save(record, idempotency_key=key)
+            if self.questions is not None:
+                self.questions.forget(record.run_id)
             if handle is not None:
                 handle.release()
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
         handle.release()
-        if handle.record.status != "running" or handle.suspended:
+        if handle.record.done or handle.suspended:
             return
         if task.cancelled():
             handle.record.status = "cancelled"
@@ -109,7 +117,7 @@ class EmbeddedEngine:
 
     def follow(self, stored: StoredRun) -> RunHandle | None:
         """A running run whose server died is resumed here (the same key resumes the same run)."""
-        if stored.record.status == "running" and self._adopt(stored.record.run_id, stored.owner):
+        if not stored.record.done and self._adopt(stored.record.run_id, stored.owner):
             return self.runs.get(stored.record.run_id)
         return None
 
@@ -154,6 +162,9 @@ class EmbeddedEngine:
         journal = [Event.from_dict(e) for e in self.store.events(run_id)]
         record = stored.record
         record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
+        record.questions.clear()  # its human nodes ask again, with their first deadlines
+        if self.questions is not None:
+            self.questions.restore(run_id, (e.to_dict() for e in journal))
         self.store.save(record)
         return self.launch(Launch(plan, record, replay_from_events(e.to_dict() for e in journal),
                                   idempotency_key=stored.idempotency_key, journal=journal))

@@ -29,8 +29,8 @@ class Entry:
     """One advertised tool and what it runs."""
 
     name: str  # advertised
-    kind: str  # workflow | tool | agent | builtin
-    target: str  # registry name, or builtin name
+    kind: str  # workflow | tool | agent | builtin | native (added by an extension module)
+    target: str  # registry name, builtin name or native tool name
     tool: types.Tool
     admin: bool = False
 
@@ -55,7 +55,7 @@ class Catalogue:
     # -- building -------------------------------------------------------------------------
 
     def _name(self, kind: str, name: str) -> str:
-        if kind == "tool" and name in self._options.bare_names:
+        if name in self._options.additions.bare_names:
             return name
         return advertised_name(
             kind, name, limit=self._options.max_name_length, canonical=self._options.canonical_names
@@ -132,7 +132,10 @@ class Catalogue:
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            entries = self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
+            native = [Entry(name, "native", name, added.tool)
+                      for name, added in sorted(self._options.additions.tools.items())]
+            # An extension module's own tools first: they are what it was loaded for.
+            entries = native + self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
             by_name: dict[str, Entry] = {}
             for entry in entries:
                 by_name.setdefault(entry.name, entry)

@@ -16,6 +16,7 @@ from typing import Any
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.additions import load_extension
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
@@ -25,6 +26,7 @@ from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
+CONFORMANCE_MODULE = "ice_mcp.conformance"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +88,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              "(as tool_SERVER__TOOL)")
     parser.add_argument("--sandbox-expressions", action="store_true",
                         help="evaluate conditions and convergence in the WebAssembly sandbox")
-    parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--extend", action="append", default=[], metavar="MODULE",
+                        help="import MODULE and call its extend(orchestrator, additions): MCP tools, resources "
+                             "and prompts of its own (repeatable)")
+    parser.add_argument("--conformance-fixtures", action="store_true",
+                        help="serve the MCP conformance suite's fixtures (the same as --extend ice_mcp.conformance)")
     parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", type=Path, default=os.environ.get("ICE_MCP_LOG_FILE") or None,
                         help="append logs (everything the server writes to stderr) to this file")
@@ -139,14 +145,12 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
                                  temporal_task_queue=getattr(args, "task_queue", None))
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
     orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
-    if args.conformance_fixtures:
-        from ice_mcp.server.fixtures import (
-            Fixtures,  # test fixtures, only for the conformance suite
-        )
-
-        options.fixtures = Fixtures(orc)
-        options.bare_names = frozenset(options.fixtures.register())
     try:
+        extensions = list(getattr(args, "extend", None) or [])
+        if getattr(args, "conformance_fixtures", False):
+            extensions.append(CONFORMANCE_MODULE)  # imported by name: the server itself never depends on it
+        for module in extensions:
+            load_extension(module, orc, options.additions)
         # Before any blueprint: validation (and resumed runs) need the upstream tools' schemas.
         await orc.connect_upstream(args.mcp_config)
     except BaseException:

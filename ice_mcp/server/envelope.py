@@ -18,8 +18,9 @@ FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "run_id: the run's id (null when nothing ran; follow it with run_result); status: running, "
-                   "succeeded, failed, cancelled, timed_out, over_budget (error for a refused call); outputs: the "
-                   "workflow's outputs; error: what failed, and where; cost_usd; duration_ms",
+                   "input_required (a human node waits: answer with run_respond), succeeded, failed, cancelled, "
+                   "timed_out, over_budget (error for a refused call); outputs: the workflow's outputs; error: "
+                   "what failed, and where; cost_usd; duration_ms",
     "required": ["run_id", "status"],
 }
 
@@ -68,6 +69,10 @@ def run_result(record: RunRecord) -> types.CallToolResult:
         content.append(_text(failure_text(record)))
     elif record.status == "running":
         content.append(_text(f"Run {record.run_id} is still running; call run_result(run_id) to wait for it."))
+    elif record.status == "input_required":
+        asks = "; ".join(f"node {path!r} asks: {q.get('question')}" for path, q in record.questions.items())
+        content.append(_text(f"Run {record.run_id} waits for an answer ({asks}). Ask the user, then call "
+                             f"run_respond(run_id, node, answer) with an answer that fits the node's schema."))
     return types.CallToolResult(content=content, structured_content=env, is_error=is_error)
 
 

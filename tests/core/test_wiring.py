@@ -107,7 +107,7 @@ async def test_node_types_are_the_orchestrators_own(registry: Registry, settings
     assert (await plain.run(bp)).nodes["t"].status == "skipped"
     assert (await custom.run(bp)).nodes["t"].status == "succeeded" and seen == ["c"]
     assert set(plain.node_types) == {"tool", "condition", "loop", "parallel", "workflow", "llm", "agent", "code",
-                                     "recursive"}
+                                     "recursive", "human"}
     await plain.aclose()
 
 

@@ -249,10 +249,11 @@ def subprocess_env(workspace: Path) -> dict[str, str]:
 
 
 def external_tools() -> Path:
-    """Node 22, the conformance suite and the Inspector, installed by scripts/setup_mcp.sh (idempotent)."""
-    conformance = TOOLS / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
-    inspector = TOOLS / "node_modules" / "@modelcontextprotocol" / "inspector" / "package.json"
-    if not (NODE.exists() and conformance.exists() and inspector.exists()):
+    """Node 22, the conformance suite, the Inspector and the TypeScript SDK, installed by scripts/setup_mcp.sh
+    (idempotent)."""
+    packages = [TOOLS / "node_modules" / "@modelcontextprotocol" / name / "package.json"
+                for name in ("conformance", "inspector", "sdk")]
+    if not (NODE.exists() and all(package.exists() for package in packages)):
         subprocess.run(
             ["bash", str(ROOT / "scripts" / "setup_mcp.sh")], check=True, stdout=subprocess.DEVNULL
         )

@@ -119,7 +119,8 @@ class RunsFeed:
         if store is None:
             live = self.orc.list_runs(status=status, workflow=workflow, limit=limit)
         else:  # only the runs this process is running are newer in memory than in the store
-            handles = [self.orc.get_handle(row["run_id"]) for row in rows.values() if row["status"] == "running"]
+            handles = [self.orc.get_handle(row["run_id"]) for row in rows.values()
+                       if row["status"] in ("running", "input_required")]  # input_required: a human node waits
             live = [handle.record for handle in handles if handle is not None]
         rows.update((record.run_id, run_summary(record)) for record in live)
         kept = [row for row in rows.values() if status in (None, row["status"])]
