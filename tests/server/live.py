@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from mcp_helpers import ROOT, free_port, serve_subprocess, subprocess_env, write_blueprints
+from mcp_helpers import (
+    ROOT,
+    free_port,
+    serve_subprocess,
+    stop_process,
+    subprocess_env,
+    wait_for_healthz,
+    write_blueprints,
+)
 
 # What the issue asks: the server keeps answering /healthz within 100 ms during any hostile call.
 HEALTHZ_LIMIT_S = 0.100
@@ -108,6 +116,10 @@ def healthz_watch(base_url: str, interval: float = 0.02) -> Iterator[HealthWatch
     prober.commands.send((f"{base_url}/healthz", interval))
     watch = HealthWatch(prober.results)
     try:
+        # The first probe opens the prober's connection: wait for it, and count only the probes after it.
+        if not prober.results.poll(30):
+            raise RuntimeError("the /healthz prober did not answer")
+        prober.results.recv()
         yield watch
     finally:
         prober.commands.send(None)
@@ -149,16 +161,8 @@ class ServerProcess:
                 [sys.executable, "-m", "ice_mcp", "serve", "--http", "--port", str(port), *self.args],
                 cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=log,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self.url
-            except httpx2.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("server did not answer /healthz in 30 s")
+        wait_for_healthz(self.proc, self.url, self.log)
+        return self.url
 
     def kill(self) -> None:
         """SIGKILL, and reap the process (a zombie would still look alive to the next server)."""
@@ -167,12 +171,8 @@ class ServerProcess:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def rpc(self, method: str, **params: Any) -> Any:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}

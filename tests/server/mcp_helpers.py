@@ -192,7 +192,6 @@ def structured(result: Any) -> dict[str, Any]:
 @contextlib.contextmanager
 def serve_subprocess(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`python -m ice_mcp.server serve --http` on a free port; yields the base URL once /healthz answers."""
-    import httpx2
 
     port = free_port()
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
@@ -206,23 +205,40 @@ def serve_subprocess(*args: str, env: dict[str, str] | None = None) -> Iterator[
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}")
-            try:
-                if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
+        wait_for_healthz(proc, url)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         stderr.close()
+
+
+def wait_for_healthz(proc: subprocess.Popen[bytes], url: str, log: Path | None = None, timeout: float = 30) -> None:
+    """Return once `url`/healthz answers 200; a clear error (with the log's tail) if the process exits or stalls."""
+    import httpx2
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text()[-2000:] if log is not None and log.exists() else ""
+            state = f"exited with {proc.returncode}" if proc.poll() is not None else f"no /healthz in {timeout} s"
+            raise RuntimeError(f"server {state}: {tail}")
+        try:
+            if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            time.sleep(0.05)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s; the process is reaped either way."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def write_blueprints(folder: Path) -> Path:
