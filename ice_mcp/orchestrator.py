@@ -9,34 +9,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import logging
-import os
-import sys
 import time
 import uuid
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.direct import agent_document, tool_plan
 from ice_mcp.engine.blueprints import check_blueprint, compile_plan
-from ice_mcp.engine.context import RunContext, Sleep, Spend, check_fits
+from ice_mcp.engine.context import Sleep, Spend, check_fits
 from ice_mcp.engine.events import Event, EventLog, Listener
 from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.journal import Replay, replay_from_events
 from ice_mcp.engine.metrics import Metrics
 from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.questions import Answer, Question, Questions
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.runner import Runner
 from ice_mcp.engine.store import open_store
 from ice_mcp.engine.stores import Owner, RunStorage, Signal, StoredRun
-from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.engines import Engine, Launch, open_engine
+from ice_mcp.engines.base import RECENT_RUNS
+from ice_mcp.errors import (
+    AnswerInvalid,
+    BlueprintInvalid,
+    IceError,
+    InputsInvalid,
+    NotWaiting,
+    UnknownName,
+)
+from ice_mcp.handles import ExpiringKeys, PlanCache, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
 from ice_mcp.nodes import builtin_node_types
@@ -44,178 +50,13 @@ from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
+from ice_mcp.tools.upstream_config import load_configs
+
+if TYPE_CHECKING:
+    from ice_mcp.tools.upstream import Upstreams
 
 logger = logging.getLogger(__name__)
 Target = str | Blueprint | Mapping[str, Any] | Path
-RECENT_RUNS = 512
-MAX_IDEMPOTENCY_KEYS = 10_000
-CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run of another process waits for it to end
-SNAPSHOT_SECONDS = 1.0  # how often a shared store gets the live records (other replicas answer run_status)
-T = TypeVar("T")
-
-
-class ExpiringKeys(Generic[T]):
-    """Idempotency keys and what they lead to, each for `ttl` seconds, the oldest dropped past `limit`."""
-
-    def __init__(self, ttl: float, limit: int = MAX_IDEMPOTENCY_KEYS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.limit, self.clock = ttl, limit, clock
-        self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: str) -> T | None:
-        self._expire()
-        found = self._items.get(key)
-        return None if found is None else found[1]
-
-    def values(self) -> list[T]:
-        return [value for _, value in self._items.values()]
-
-    def put(self, key: str, value: T) -> None:
-        self._items.pop(key, None)
-        self._items[key] = (self.clock() + self.ttl, value)
-        self._expire()
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-
-    def _expire(self) -> None:
-        now = self.clock()
-        while self._items and next(iter(self._items.values()))[0] <= now:
-            self._items.popitem(last=False)
-
-
-class _PlanCache:
-    """Plans of the Blueprint objects this orchestrator compiled, kept while the object lives
-    (a Blueprint object is treated as settled once run: build a new one to change it)."""
-
-    def __init__(self) -> None:
-        self._plans: dict[int, tuple[weakref.ref[Blueprint], Plan]] = {}
-
-    def get(self, blueprint: Blueprint) -> Plan | None:
-        found = self._plans.get(id(blueprint))
-        return found[1] if found is not None and found[0]() is blueprint else None
-
-    def put(self, blueprint: Blueprint, plan: Plan) -> None:
-        key = id(blueprint)
-        self._plans[key] = (weakref.ref(blueprint, lambda _ref: self._plans.pop(key, None)), plan)
-
-    def clear(self) -> None:
-        self._plans.clear()
-
-
-class RunHandle:
-    """A run in progress (or finished): its live record, its events, and a way to wait or cancel."""
-
-    def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
-                 plan: Plan | None = None) -> None:
-        self.record = record
-        self.events = events
-        self.plan = plan
-        self._task = task
-        self.suspended = False  # stopped by a server shutdown: left `running` for the next server to resume
-        self.kept_events = 0  # how many events the last snapshot of the record in a shared store had seen
-
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
-
-    @property
-    def done(self) -> bool:
-        return self._task is None or self._task.done()
-
-    def subscribe(self, listener: Listener) -> None:
-        self.events.listeners.append(listener)
-
-    def unsubscribe(self, listener: Listener) -> None:
-        with contextlib.suppress(ValueError):
-            self.events.listeners.remove(listener)
-
-    async def wait(self, timeout: float | None = None) -> RunRecord:
-        """The record once the run ends, or as it stands after `timeout` seconds (the run goes on)."""
-        if self._task is not None and not self._task.done():
-            await asyncio.wait({self._task}, timeout=timeout)
-        return self.record
-
-    def cancel(self) -> bool:
-        """Ask the run to stop: every running node is cancelled; the record ends `cancelled`."""
-        if self._task is None or self._task.done():
-            return False
-        return self._task.cancel()
-
-
-class RemoteRunHandle(RunHandle):
-    """A run another process runs, followed through the store: its events as they are kept (listeners
-    hear them), its record read back as it ends or when a wait runs out. Cancelling asks its owner."""
-
-    def __init__(self, record: RunRecord, store: RunStorage) -> None:
-        super().__init__(record, EventLog(record.run_id), None)
-        self._store = store
-        self._follower: asyncio.Task[None] | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.record.done
-
-    def subscribe(self, listener: Listener) -> None:
-        super().subscribe(listener)
-        self._follow()
-
-    async def wait(self, timeout: float | None = None) -> RunRecord:
-        if not self.record.done:
-            follower = self._follow()
-            await asyncio.wait({follower}, timeout=timeout)
-            if not follower.done():  # time is up: stop following, answer with the record as it stands
-                follower.cancel()
-                self._follower = None
-                await self._reread()
-        return self.record
-
-    def cancel(self) -> bool:
-        if self.record.done:
-            return False
-        try:
-            self._store.request_cancel(self.run_id)
-        except IceError as exc:
-            logger.warning("could not ask for run %s to be cancelled: %s", self.run_id, exc.message)
-            return False
-        return True
-
-    def _follow(self) -> asyncio.Task[None]:
-        if self._follower is None or self._follower.done():
-            self._follower = asyncio.get_running_loop().create_task(self._follow_store(),
-                                                                    name=f"ice_mcp-follow-{self.run_id}")
-        return self._follower
-
-    async def _follow_store(self) -> None:
-        after = self.events.events[-1].seq if self.events.events else -1
-        try:
-            async with contextlib.aclosing(self._store.follow(self.run_id, after)) as batches:
-                async for batch in batches:
-                    for data in batch:
-                        self._deliver(Event.from_dict(data))
-                    # A quiet second, or the end: the record says whether the run is over (one cancelled
-                    # before it started ends without a run_finished event).
-                    if not batch or any(e["type"] == "run_finished" for e in batch):
-                        await self._reread()
-                        if self.record.done:
-                            return
-        except IceError as exc:
-            logger.warning("following run %s stopped: %s", self.run_id, exc.message)
-
-    async def _reread(self) -> None:
-        kept = await asyncio.to_thread(self._store.get, self.run_id)
-        if kept is not None:
-            self.record = kept
-
-    def _deliver(self, event: Event) -> None:
-        self.events.events.append(event)
-        for listener in list(self.events.listeners):
-            try:
-                listener(event)
-            except Exception:  # an observer's bug must not stop the others
-                logger.exception("event listener failed on %s", event.type)
 
 
 class Orchestrator:
@@ -223,7 +64,8 @@ class Orchestrator:
 
     `registry`: the tools, agents and workflows it runs (default: a fresh one; the built-in tools are
     added unless `builtin_tools=False`). `node_types`: the executors it runs (default: the built-ins).
-    `llm`: the LLM service (default: from the environment, on first use).
+    `llm`: the LLM service (default: from the environment, on first use). `engine`: what runs the runs
+    (default: `settings.engine`, the embedded engine unless it names another).
     """
 
     def __init__(
@@ -236,6 +78,7 @@ class Orchestrator:
         sleep: Sleep = asyncio.sleep,
         node_types: Iterable[NodeType] | None = None,
         llm: LLMService | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
         self.registry = registry if registry is not None else Registry()
@@ -253,23 +96,19 @@ class Orchestrator:
         self.store: RunStorage | None = store
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
+        self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
+        self.questions = Questions()  # where `human` nodes wait for answers
         self.runner = Runner()
-        slots = self.settings.max_concurrent_runs
-        self._slots: asyncio.Semaphore | contextlib.nullcontext[None] = (
-            asyncio.Semaphore(slots) if slots else contextlib.nullcontext())
-        self._handles: OrderedDict[str, RunHandle] = OrderedDict()
+        self.owner = Owner.this_process(uuid.uuid4().hex)
+        self.engine: Engine = engine or open_engine(self)
         ttl = self.settings.idempotency_key_seconds
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
-        self._plans = _PlanCache()
+        self._plans = PlanCache()
         self._agent_plans: dict[str, Plan] = {}
-        self.registry.subscribe(self._registry_changed)
-        self._callers: dict[str, Spend] = {}
-        self.owner = Owner.this_process(uuid.uuid4().hex)
-        self._lease_task: asyncio.Task[None] | None = None
         self._signals_task: asyncio.Task[None] | None = None
-        self._adopting = False  # a server takes over the runs of servers that died; a one-shot CLI does not
+        self.registry.subscribe(self._registry_changed)
 
     # -- blueprints and the catalogue ---------------------------------------
 
@@ -286,6 +125,27 @@ class Orchestrator:
                 self._plans.put(source, plan)
             return plan
         return compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+
+    async def connect_upstream(self, config_files: Iterable[str | Path] = ()) -> Upstreams:
+        """Use the tools of the MCP servers in these Claude Desktop-format files (and ICE_MCP_MCP_CONFIG) as
+        `SERVER.TOOL`: connect to each now and register its tools (validation needs their schemas). A server
+        that cannot be reached is logged and its tools stay unknown. Raises IceError(invalid_mcp_config).
+
+        Call it before registering blueprints that use these tools; each process (a server, a worker) holds
+        its own connections, closed with the orchestrator."""
+        configs, warnings = load_configs(config_files)
+        for warning in warnings:
+            logger.warning("MCP config: %s", warning)
+        from ice_mcp.tools.upstream import (
+            Upstreams,  # the MCP client SDK: imported only when upstreams are used
+        )
+
+        upstreams = Upstreams(configs, self.registry, self.settings)
+        if self.services.upstream is not None:
+            await self.services.upstream.aclose()
+        self.services.upstream = upstreams
+        await upstreams.start()
+        return upstreams
 
     def workflow_plan(self, name: str) -> Plan:
         """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
@@ -383,7 +243,7 @@ class Orchestrator:
             return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
         return self._begin(plan, inputs or {}, idempotency_key=idempotency_key, on_event=on_event, globals=globals,
-                           parent_spend=parent_spend or self.caller_spend(caller))
+                           parent_spend=parent_spend or self.caller_spend(caller), caller=caller)
 
     async def start_tool(self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None,
                          on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
@@ -395,7 +255,7 @@ class Orchestrator:
         entry = self.registry.tool(name)
         kwargs = entry.parse_arguments(dict(arguments))
         return self._begin(tool_plan(entry, kwargs, dict(arguments)), arguments, idempotency_key=idempotency_key,
-                           on_event=on_event, parent_spend=self.caller_spend(caller))
+                           on_event=on_event, parent_spend=self.caller_spend(caller), caller=caller)
 
     async def start_agent(self, name: str, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
                           on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
@@ -409,7 +269,7 @@ class Orchestrator:
             self.registry.agent(name)
             plan = self._agent_plans[name] = self.compile(agent_document(name))
         return self._begin(plan, inputs, idempotency_key=idempotency_key, on_event=on_event,
-                           parent_spend=self.caller_spend(caller))
+                           parent_spend=self.caller_spend(caller), caller=caller)
 
     def _attach(self, key: str | None, on_event: Listener | None) -> RunHandle | None:
         """The run an idempotency key already started (its listener added), if any."""
@@ -419,45 +279,47 @@ class Orchestrator:
         return existing
 
     def _begin(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None,
-               on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None
-               ) -> RunHandle:
+               on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None,
+               caller: str | None = None) -> RunHandle:
         check_fits(plan.estimate, parent_spend, plan.name)
         prepared, problems = plan.prepare_inputs(inputs)
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
-        record = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=prepared, started_at=time.time(),
+        record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
-                            globals=globals, parent_spend=parent_spend)
+                            globals=globals, parent_spend=parent_spend, caller=caller)
 
     def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
                 on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
-                parent_spend: Spend | None = None, journal: list[Event] | None = None) -> RunHandle:
-        """Start (or resume, with `replay` and the `journal` so far) a run's task; the store hears first.
-        A new run whose idempotency key another process used first (a shared store) is that process's run."""
-        if self.store is not None and journal is None:
-            holder = self.store.create(record, idempotency_key=idempotency_key, owner=self.owner.owner_id,
-                                       blueprint=plan.source(), version=record.workflow_version,
-                                       retry_of=record.retry_of)
-            stored = self.store.run(holder) if holder is not None else None
-            if stored is not None:
-                return self._stored_handle(stored)
-        listeners: list[Listener] = [self.metrics.observe]
-        if on_event is not None:
-            listeners.append(on_event)
-        events = EventLog(record.run_id, listeners, journal)
-        if self.store is not None:
-            self.store.keep_journal(events, written=len(journal or ()))
-            self._keep_lease()
-        spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=parent_spend)
-        ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflow_plan,
-                         sleep=self.sleep, globals=dict(globals or {}), replay=replay)
-        task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, idempotency_key))
-        handle = RunHandle(record, events, task, plan)
-        task.add_done_callback(lambda t: self._finalize(t, handle))
-        self._remember(handle, idempotency_key)
+                parent_spend: Spend | None = None, caller: str | None = None) -> RunHandle:
+        """Hand a run (a new one, or a retry with `replay`) to the engine, which starts it at once."""
+        handle = self.engine.launch(Launch(plan, record, replay, idempotency_key=idempotency_key,
+                                           listeners=[on_event] if on_event is not None else [],
+                                           globals=dict(globals or {}), parent_spend=parent_spend, caller=caller))
+        if idempotency_key:
+            self._keys.put(idempotency_key, handle.run_id)
         return handle
+
+    def questions_listener(self, record: RunRecord) -> Listener:
+        """Keeps the record's pending questions and its `input_required` status, and stores them at once
+        (another process, or the next one, reads the question from there)."""
+
+        def on_event(event: Event) -> None:
+            path = event.node_id
+            if event.type == "node_waiting" and path is not None:
+                record.questions[path] = dict(event.data)
+            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
+                del record.questions[path]
+            else:
+                return  # a cancelled node's question stays: a suspended run asks it again in the next server
+            if not record.done:
+                record.status = "input_required" if record.questions else "running"
+            if self.store is not None:
+                self.store.save(record)
+
+        return on_event
 
     async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
         """Run to the end and return the record. Cancelling the caller cancels the run."""
@@ -469,31 +331,6 @@ class Orchestrator:
             await asyncio.shield(handle.wait())
             raise
 
-    async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
-        try:
-            async with self._slots:  # max_concurrent_runs: a run waits here for a free slot
-                return await self.runner.execute(plan, record, ctx)
-        finally:
-            handle = self._handles.get(record.run_id)
-            if handle is not None and handle.suspended:
-                record.status, record.error = "running", None  # the next server resumes it from its journal
-            elif self.store is not None:
-                self.store.save(record, idempotency_key=key)
-
-    def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
-        # A run cancelled before its first step, or whose task died, never closed its record: close it here.
-        if handle.record.status != "running" or handle.suspended:
-            return
-        if task.cancelled():
-            handle.record.status = "cancelled"
-            handle.record.error = {"code": "cancelled", "message": "the run was cancelled before it started"}
-        else:
-            exc = task.exception()
-            handle.record.status = "failed"
-            handle.record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
-        if self.store is not None:
-            self.store.save(handle.record)
-
     def _plan(self, target: Target) -> Plan:
         if isinstance(target, str) and target in self.registry.workflows:
             return self.workflow_plan(target)
@@ -501,20 +338,10 @@ class Orchestrator:
             raise UnknownName("workflow", target, nearest(target, self.registry.workflows))
         return self.compile(target)
 
-    def _remember(self, handle: RunHandle, key: str | None) -> None:
-        self._handles[handle.run_id] = handle
-        if key:
-            self._keys.put(key, handle.run_id)
-        while len(self._handles) > RECENT_RUNS:
-            oldest_id, oldest = next(iter(self._handles.items()))
-            if not oldest.done:
-                break
-            del self._handles[oldest_id]
-
     def _by_key(self, key: str) -> RunHandle | None:
         """The run an unexpired idempotency key started: here, or (kept in the store) by any process."""
         run_id = self._keys.get(key)
-        if run_id is not None and (handle := self._handles.get(run_id)) is not None:
+        if run_id is not None and (handle := self.engine.runs.get(run_id)) is not None:
             return handle
         if self.store is None:
             return None
@@ -525,23 +352,16 @@ class Orchestrator:
         return self._stored_handle(stored)
 
     def _stored_handle(self, stored: StoredRun) -> RunHandle:
-        """A handle on a kept run: finished; running in another live process (followed through the
-        store); or left by a process that is gone, taken over here (the same key resumes the same run)."""
-        assert self.store is not None
+        """A handle on a kept run: finished; or under way, which the engine follows (its owner died: the
+        engine takes it over, so the same key resumes the same run)."""
         record = stored.record
-        if (here := self._handles.get(record.run_id)) is not None:
-            return here
-        if record.status != "running":
-            return RunHandle(record, EventLog(record.run_id), None)
-        if (not self.store.owner_alive(stored.owner, self.owner, self.settings.lease_seconds)
-                and self._adopt(record.run_id, stored.owner)):
-            return self._handles[record.run_id]
-        return RemoteRunHandle(record, self.store)
+        handle = self.engine.runs.get(record.run_id) or (None if record.done else self.engine.follow(stored))
+        return handle or RunHandle(record, EventLog(record.run_id), None)
 
     def watch(self, run_id: str) -> RunHandle | None:
-        """A run to wait on or follow, wherever it runs: this process's handle, or one that follows
-        another process's run through the store (a run whose owner is gone is taken over here first)."""
-        handle = self._handles.get(run_id)
+        """A run to wait on or follow, wherever it runs: this process's handle, or one following another
+        process's run through the store; None for an unknown run."""
+        handle = self.engine.runs.get(run_id)
         if handle is not None or self.store is None:
             return handle
         stored = self.store.run(run_id)
@@ -551,144 +371,18 @@ class Orchestrator:
         """The running spend of a caller against `caller_budget_usd` (None: no caller, or no such budget)."""
         if caller is None or self.settings.caller_budget_usd is None:
             return None
-        spend = self._callers.get(caller)
-        if spend is None:
-            spend = self._callers[caller] = Spend(budget_usd=self.settings.caller_budget_usd)
-            spend.kept = self._kept_spend(caller, spend)
-        if self.store is not None:
-            spend.cost_usd = self.store.spent(caller)  # what every process on the store charged this caller
-        return spend
-
-    def _kept_spend(self, caller: str, spend: Spend) -> Callable[[float], float] | None:
-        """Charges of a caller go to the store at once (atomically, across replicas); its total comes back."""
-        store = self.store
-        if store is None:
-            return None
-
-        def add(usd: float) -> float:
-            try:
-                return store.add_spend(caller, usd)
-            except IceError as exc:  # the store is away: keep counting here
-                logger.warning("caller spend not kept: %s", exc.message)
-                return spend.cost_usd
-
-        return add
+        return self.engine.caller_spend(caller, self.settings.caller_budget_usd)
 
     # -- durable runs: leases, resume, retry -------------------------------------------------
 
     def recover_interrupted_runs(self) -> int:
-        """At server start (inside the event loop): restore kept blueprints, resume the runs of servers
-        that died, and from now on take over the runs of any server whose lease runs out."""
+        """At server start (inside the event loop): restore kept blueprints and let the engine take over
+        the runs interrupted by a server that stopped (the embedded engine resumes them here)."""
         if self.store is None:
             return 0
         self.restore_blueprints()
-        self._adopting = True
-        self._keep_lease()
         self._signals_task = asyncio.get_running_loop().create_task(self._signal_loop(), name="ice_mcp-signals")
-        return self.adopt_orphans()
-
-    def adopt_orphans(self) -> int:
-        """Resume every run whose owner is gone; returns how many this process took over."""
-        if self.store is None:
-            return 0
-        return sum(self._adopt(run_id, owner) for run_id, owner in
-                   self.store.orphaned_runs(self.owner, self.settings.lease_seconds))
-
-    def _adopt(self, run_id: str, previous_owner: str | None) -> bool:
-        assert self.store is not None
-        self.store.register_owner(self.owner)
-        if run_id in self._handles or not self.store.claim(run_id, previous_owner, self.owner):
-            return False
-        try:
-            self._resume(run_id)
-        except IceError as exc:  # its blueprint no longer compiles here: end it readably
-            logger.warning("run %s could not be resumed: %s", run_id, exc.message)
-            stored = self.store.run(run_id)
-            if stored is not None:
-                stored.record.status, stored.record.error = "failed", {**exc.as_dict(), "code": "resume_failed"}
-                self.store.save(stored.record)
-            return False
-        return True
-
-    def _resume(self, run_id: str) -> RunHandle:
-        assert self.store is not None
-        stored = self.store.run(run_id)
-        if stored is None:
-            raise UnknownName("run", run_id, None)
-        plan = self._stored_plan(stored)
-        journal = [Event.from_dict(e) for e in self.store.events(run_id)]
-        record = stored.record
-        record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
-        self.store.save(record)
-        handle = self._launch(plan, record, replay_from_events(e.to_dict() for e in journal),
-                              idempotency_key=stored.idempotency_key, journal=journal)
-        if self.store.cancel_requested(run_id):  # asked while its owner was gone
-            handle.cancel()
-        return handle
-
-    def _stored_plan(self, stored: StoredRun) -> Plan:
-        if stored.blueprint is not None:
-            return self.compile(stored.blueprint)
-        return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint
-
-    async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None,
-                    caller: str | None = None) -> RunHandle:
-        """A finished run again, as a new run that reuses every node it finished, except `from_node`
-        (and what depends on it) and the nodes that failed; those run again."""
-        handle = self._handles.get(run_id)
-        if handle is not None and handle.plan is not None:
-            record, plan, events = handle.record, handle.plan, [e.to_dict() for e in handle.events.events]
-        else:
-            stored = self.store.run(run_id) if self.store is not None else None
-            if stored is None or self.store is None:
-                raise UnknownName("run", run_id, None)
-            record, plan, events = stored.record, self._stored_plan(stored), self.store.events(run_id)
-        if not record.done:
-            raise IceError(f"run {run_id} is still {record.status}: cancel it first", code="run_not_finished")
-        rerun: list[str] = []
-        if from_node is not None:
-            if from_node not in plan.graph.nodes:
-                raise UnknownName("node", from_node, nearest(from_node, plan.graph.nodes))
-            rerun = _downstream(plan, from_node)
-        fresh = RunRecord(run_id=uuid.uuid4().hex, workflow=plan.name, inputs=record.inputs, started_at=time.time(),
-                          workflow_version=record.workflow_version, retry_of=run_id)
-        return self._launch(plan, fresh, replay_from_events(events).for_retry(rerun), on_event=on_event,
-                            parent_spend=self.caller_spend(caller))
-
-    def _keep_lease(self) -> None:
-        """Heartbeat this process's lease while it runs anything (and, for a server, adopt orphans)."""
-        if self.store is None or (self._lease_task is not None and not self._lease_task.done()):
-            return
-        self.store.register_owner(self.owner)
-        self._lease_task = asyncio.get_running_loop().create_task(self._lease_loop(), name="ice_mcp-lease")
-
-    async def _lease_loop(self) -> None:
-        assert self.store is not None
-        loop = asyncio.get_running_loop()
-        period = max(0.05, self.settings.lease_seconds / 3)
-        tick = min(period, SNAPSHOT_SECONDS) if self.store.shared else period
-        next_beat = loop.time() + period
-        while True:
-            await asyncio.sleep(tick)
-            if self.store.shared:
-                self._snapshot_live_runs()
-            if loop.time() < next_beat - tick / 2:
-                continue
-            next_beat = loop.time() + period
-            self.store.heartbeat(self.owner)
-            if self._adopting:
-                try:
-                    self.adopt_orphans()
-                except Exception:  # a store hiccup must not stop the heartbeat
-                    logger.exception("adopting orphaned runs failed")
-
-    def _snapshot_live_runs(self) -> None:
-        """Queue the records of live runs that moved on, so every replica's run_status shows their nodes."""
-        assert self.store is not None
-        for handle in list(self._handles.values()):
-            if not handle.done and len(handle.events.events) != handle.kept_events:
-                handle.kept_events = len(handle.events.events)
-                self.store.save(handle.record)
+        return self.engine.recover()
 
     async def _signal_loop(self) -> None:
         """Act on what other processes on the store ask: cancel a run running here, take a changed blueprint."""
@@ -705,16 +399,14 @@ class Orchestrator:
     def _on_signal(self, signal: Signal) -> None:
         assert self.store is not None
         if signal.kind == "cancel":
-            handle = self._handles.get(signal.subject)
-            if handle is not None:
-                handle.cancel()
+            self.engine.cancel_here(signal.subject)
         elif signal.kind == "blueprint":
             self.sync_blueprints({signal.subject})
         else:  # listening (again): catch up on what was missed meanwhile
             self.sync_blueprints()
-            for handle in list(self._handles.values()):
+            for handle in self.engine.runs.values():
                 if not handle.done and self.store.cancel_requested(handle.run_id):
-                    handle.cancel()
+                    self.engine.cancel_here(handle.run_id)
 
     def sync_blueprints(self, names: set[str] | None = None) -> None:
         """Take the store's current versions of registered blueprints (`names`, or all) that another
@@ -734,17 +426,64 @@ class Orchestrator:
             except IceError as exc:
                 logger.warning("kept blueprint %s v%d not taken: %s", name, stored.version, exc.message)
 
+    def stored_plan(self, stored: StoredRun) -> Plan:
+        """The plan a stored run ran, compiled again (to resume or retry it)."""
+        if stored.blueprint is not None:
+            return self.compile(stored.blueprint)
+        return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint
+
+    async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None,
+                    caller: str | None = None) -> RunHandle:
+        """A finished run again, as a new run that reuses every node it finished, except `from_node`
+        (and what depends on it) and the nodes that failed; those run again."""
+        handle = self.engine.runs.get(run_id)
+        if handle is not None and handle.plan is not None:
+            record, plan, events = handle.record, handle.plan, [e.to_dict() for e in handle.events.events]
+        else:
+            stored = self.store.run(run_id) if self.store is not None else None
+            if stored is None or self.store is None:
+                raise UnknownName("run", run_id, None)
+            record, plan, events = stored.record, self.stored_plan(stored), self.store.events(run_id)
+        if not record.done:
+            raise IceError(f"run {run_id} is still {record.status}: cancel it first", code="run_not_finished")
+        rerun: list[str] = []
+        if from_node is not None:
+            if from_node not in plan.graph.nodes:
+                raise UnknownName("node", from_node, nearest(from_node, plan.graph.nodes))
+            rerun = _downstream(plan, from_node)
+        fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
+                          workflow_version=record.workflow_version, retry_of=run_id)
+        return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
+                            parent_spend=self.caller_spend(caller), caller=caller)
+
+    async def sync_store(self) -> None:
+        """Wait (in a thread, bounded) until every record and event queued for the run store is on disk."""
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)
+
+    def watch_runs(self, listener: Listener) -> Callable[[], None]:
+        """Hear every event of every run this orchestrator runs (synchronously); returns the unsubscribe."""
+        self._watchers.append(listener)
+        return lambda: self._watchers.remove(listener) if listener in self._watchers else None
+
+    def tell_watchers(self, event: Event) -> None:
+        for watcher in list(self._watchers):
+            try:
+                watcher(event)
+            except Exception:  # one watcher's bug must not keep the others from hearing
+                logger.exception("run watcher failed on %s", event.type)
+
     def get_handle(self, run_id: str) -> RunHandle | None:
-        return self._handles.get(run_id)
+        return self.engine.runs.get(run_id)
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is not None:
             return handle.record
         return self.store.get(run_id) if self.store is not None else None
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
-        handle = self._handles.get(run_id)
+        handle = self.engine.runs.get(run_id)
         if handle is not None:
             return [event.to_dict() for event in handle.events.events]
         return self.store.events(run_id) if self.store is not None else []
@@ -754,19 +493,46 @@ class Orchestrator:
             stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit)}
         else:
             stored = {}
-        live = [h.record for h in self._handles.values()
+        live = [h.record for h in self.engine.runs.values()
                 if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
 
+    # -- human input ----------------------------------------------------------------------------------
+
+    def waiting_question(self, run_id: str, node_path: str) -> Question | None:
+        """The question a node of a run in this process waits on, if it does."""
+        return self.questions.waiting(run_id, node_path)
+
+    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api",
+                      declined: bool = False) -> RunRecord:
+        """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
+        before this returns, and the node woken (`declined`: the person refused; the node fails, an approval
+        is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
+        handle = self.get_handle(run_id)
+        question = self.questions.waiting(run_id, node_path) if handle is not None else None
+        if question is None or handle is None:
+            record = self.get_run(run_id)
+            if record is None:
+                raise UnknownName("run", run_id, None)
+            waiting = sorted(record.questions)
+            where = "" if handle is not None or not waiting else " in this process (another server runs it)"
+            raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
+                             + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
+        problems = [] if declined else answer_problems(question.schema, answer)
+        if problems:
+            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
+        given = Answer(None if declined else answer, by, declined=declined)
+        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
+                           answered_at=given.at, **({"declined": True} if declined else {}))
+        self.questions.answer(question, given)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears
+        return handle.record
+
     async def cancel(self, run_id: str) -> bool:
-        """Cancel a run wherever it runs: here, or (through the store) in the process that owns it; True
-        if it was running. A run of another process is waited for up to CANCEL_WAIT_SECONDS."""
-        handle = self.watch(run_id)
-        if handle is None or not handle.cancel():
-            return False
-        await handle.wait(timeout=CANCEL_WAIT_SECONDS if isinstance(handle, RemoteRunHandle) else None)
-        return True
+        """Ask a run to stop, wherever its engine runs it; False when it was not running."""
+        return await self.engine.cancel(run_id)
 
     # -- networks -----------------------------------------------------------------------------------
 
@@ -819,26 +585,23 @@ class Orchestrator:
     async def aclose(self, *, suspend: bool = False) -> None:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
-        background = [task for task in (self._lease_task, self._signals_task) if task is not None]
-        for task in background:
-            task.cancel()
-        here = asyncio.get_running_loop()
-        # Let them close what they hold (the signals' connection), when they live in this loop.
-        await asyncio.gather(*(t for t in background if t.get_loop() is here), return_exceptions=True)
+        if self._signals_task is not None:
+            self._signals_task.cancel()
+            if self._signals_task.get_loop() is asyncio.get_running_loop():
+                await asyncio.gather(self._signals_task, return_exceptions=True)  # it closes its connection
         for network in self._networks.values():
             network.cancel()
-        for handle in list(self._handles.values()):
-            handle.suspended = suspend and self.store is not None and not handle.done
-            handle.cancel()
-        await asyncio.gather(*(h.wait() for h in self._handles.values()), return_exceptions=True)
+        await self.engine.aclose(suspend=suspend)
         await self.services.aclose()
         if self.store is not None:
-            if suspend:
-                try:
-                    self.store.release_owner(self.owner)
-                except IceError as exc:  # the store is away: the lease runs out by itself
-                    logger.warning("lease not released: %s", exc.message)
             self.store.close()
+
+
+def answer_problems(schema: Mapping[str, Any], answer: Any) -> list[str]:
+    """What is wrong with an answer, against its question's schema (path: message; empty when it fits)."""
+    validator = schema_validator(schema)
+    errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))[:20]
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(answer)'}: {e.message[:300]}" for e in errors]
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:
@@ -857,31 +620,3 @@ def _downstream(plan: Plan, node_id: str) -> list[str]:
 
 def _is_name(text: str) -> bool:
     return text.isidentifier() and "\n" not in text
-
-
-def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:
-    """Import the user's tool modules (`--tools`, and ICE_MCP_TOOLS: comma-separated).
-
-    A module name is looked up from the current folder too (as `python -m` does); a path
-    to a `.py` file is loaded from that file. Raises IceError(code="tools_import_error").
-    """
-    names = [m for m in modules if m]
-    names += [m.strip() for m in os.environ.get("ICE_MCP_TOOLS", "").split(",") if m.strip()]
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for name in names:
-        try:
-            if name.endswith(".py"):
-                path = Path(name).resolve()
-                spec = importlib.util.spec_from_file_location(path.stem, path)
-                if spec is None or spec.loader is None:
-                    raise ImportError(f"cannot load {path}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[path.stem] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(name)
-        except Exception as exc:
-            raise IceError(f"cannot import tools from {name!r}: {type(exc).__name__}: {exc}",
-                           code="tools_import_error") from exc
-    return names

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ice_mcp.sandbox import Sandbox
     from ice_mcp.sandbox.expressions import ExpressionSandbox
     from ice_mcp.tools.registry import Registry
+    from ice_mcp.tools.upstream import Upstreams
 
 T = TypeVar("T")
 
@@ -30,6 +31,7 @@ class Services:
     _sandbox: Sandbox | None = None
     _expression_sandbox: ExpressionSandbox | None = None
     _memory: dict[str, MemoryStore] = field(default_factory=dict)
+    upstream: Upstreams | None = None  # other MCP servers' tools (`--mcp-config`): their connections
     _lock: threading.Lock = field(default_factory=threading.Lock)  # checks run in threads too
 
     def _once(self, attribute: str, create: Callable[[], T]) -> T:
@@ -88,8 +90,9 @@ class Services:
 
     async def aclose(self) -> None:
         """Close every subsystem that was created."""
-        subsystems: list[Any] = [self._llm, self._sandbox, self._expression_sandbox, *self._memory.values()]
-        self._llm = self._sandbox = self._expression_sandbox = None
+        subsystems: list[Any] = [self._llm, self._sandbox, self._expression_sandbox, *self._memory.values(),
+                                 self.upstream]
+        self._llm = self._sandbox = self._expression_sandbox = self.upstream = None
         self._memory.clear()
         for subsystem in subsystems:
             if subsystem is not None:

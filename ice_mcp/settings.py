@@ -37,6 +37,11 @@ class Settings:
     egress_proxy: str | None = None  # an HTTP proxy every outbound fetch goes through (after the guard's checks)
     lease_seconds: float = 15.0  # a server that stops heartbeating this long loses its runs to another
     idempotency_key_seconds: float = 24 * 3600.0  # a call retried with the same key attaches to its run this long
+    engine: str = "embedded"  # what runs the runs: "embedded" (this process) or "temporal" (a fleet of workers)
+    temporal_address: str | None = None  # HOST:PORT of the Temporal frontend (engine "temporal")
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = "ice-mcp"
+    temporal_heartbeat_seconds: float = 10.0  # a node's activity silent this long lost its worker: it runs again
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -67,6 +72,13 @@ class Settings:
             values["state_url"] = env["ICE_MCP_STATE"]
         if env.get("ICE_MCP_MEMORY_BACKEND"):
             values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
+        if env.get("ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"):
+            values["temporal_heartbeat_seconds"] = float(env["ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"])
+        for key, name in (("engine", "ICE_MCP_ENGINE"), ("temporal_address", "ICE_MCP_TEMPORAL"),
+                          ("temporal_namespace", "ICE_MCP_TEMPORAL_NAMESPACE"),
+                          ("temporal_task_queue", "ICE_MCP_TEMPORAL_TASK_QUEUE")):
+            if env.get(name):
+                values[key] = env[name]
         values.update({k: v for k, v in overrides.items() if v is not None})
         for key in ("data_dir", "workspace"):
             values[key] = Path(values[key]).expanduser().resolve() if key in values else None

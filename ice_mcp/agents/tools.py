@@ -66,7 +66,8 @@ def registry_tool(entry: ToolEntry, caller: ToolCall | None = None) -> AgentTool
             return ToolOutcome(as_object(result.output), result.cost_usd, result.usage)
         return ToolOutcome(as_object(result))
 
-    return AgentTool(entry.name, entry.description or entry.name, object_schema(entry.input_schema), invoke)
+    # An upstream tool (`server.tool`) is offered to the model under its provider-safe name (`server__tool`).
+    return AgentTool(entry.model_name, entry.description or entry.name, object_schema(entry.input_schema), invoke)
 
 
 def workflow_tool(name: str, description: str, inputs_schema: dict[str, Any],

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 WORKFLOW_NAME = r"^[a-z][a-z0-9_]{0,47}$"
 NODE_ID = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
-NODE_TYPES = ("tool", "llm", "agent", "code", "condition", "loop", "parallel", "recursive", "workflow")
+NODE_TYPES = ("tool", "llm", "agent", "code", "condition", "loop", "parallel", "recursive", "workflow", "human")
 
 
 def _as_list(value: Any) -> Any:
@@ -176,6 +176,32 @@ class WorkflowNode(NodeBase):
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
+class OnTimeoutDefault(_Model):
+    default: Any
+
+
+class HumanNode(NodeBase):
+    """A question to a person: `prompt` with an answer `schema`, or an approval gate (`approval`)."""
+
+    template_fields = ("prompt", "approval")
+    type: Literal["human"] = "human"
+    prompt: str | None = None
+    # The question of an approval gate: the answer is {approved: bool, reason: str}; a rejection fails the node.
+    approval: str | None = None
+    # JSON Schema of the answer (an object); default {answer: string}.
+    answer_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    # `timeout_seconds` is how long to wait for an answer, across restarts; then `fail`, or take the default.
+    on_timeout: Literal["fail"] | OnTimeoutDefault = "fail"
+
+    @model_validator(mode="after")
+    def _one_question(self) -> HumanNode:
+        if (self.prompt is None) == (self.approval is None):
+            raise ValueError("a human node needs exactly one of `prompt` (a question) and `approval` (a gate)")
+        if self.approval is not None and self.answer_schema is not None:
+            raise ValueError("an approval gate's answer is {approved, reason}: it takes no `schema`")
+        return self
+
+
 NodeSpec = Annotated[
     ToolNode
     | LLMNode
@@ -185,7 +211,8 @@ NodeSpec = Annotated[
     | LoopNode
     | ParallelNode
     | RecursiveNode
-    | WorkflowNode,
+    | WorkflowNode
+    | HumanNode,
     Field(discriminator="type"),
 ]
 
@@ -199,6 +226,7 @@ NODE_MODELS: dict[str, type[NodeBase]] = {
     "parallel": ParallelNode,
     "recursive": RecursiveNode,
     "workflow": WorkflowNode,
+    "human": HumanNode,
 }
 
 
@@ -211,6 +239,9 @@ class Blueprint(_Model):
     budget_usd: Annotated[float, Field(ge=0)] | None = None
     max_parallel: Annotated[int, Field(ge=1, le=10_000)] = 16
     timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    # `task`: an MCP client that negotiated the tasks extension always gets a task for a call (`auto`: when
+    # the run outlasts a short budget); a 2026 client without it is refused (it must take a task).
+    execution: Literal["auto", "task"] = "auto"
     nodes: list[NodeSpec] = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

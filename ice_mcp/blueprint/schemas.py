@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import re2
@@ -240,3 +240,67 @@ def _keywords(schema: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, 
             for name, item in value.items():
                 if isinstance(item, Mapping):
                     yield from _keywords(item, f"{where}/{name}")
+
+
+# -- a shortcut for the simplest schemas ---------------------------------------------------------
+
+# Keywords that never fail an instance.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "$comment", "$schema"})
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+    "number": lambda v: type(v) in (int, float),
+    "integer": lambda v: type(v) is int or (type(v) is float and v.is_integer()),
+}
+
+
+def _type_check(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    """The check of a subschema that holds nothing but `type` (a name or a list of names) and annotations."""
+    if not set(schema) <= _ANNOTATIONS | {"type"}:
+        return None
+    kinds = schema.get("type")
+    names = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else None
+    if kinds is None:
+        return lambda _value: True
+    if names is None or not all(isinstance(n, str) and n in _TYPES for n in names):
+        return None
+    checks = [_TYPES[name] for name in names]
+    return checks[0] if len(checks) == 1 else lambda value: any(check(value) for check in checks)
+
+
+def quick_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
+    """For an object schema of typed properties, `required` and `additionalProperties: false` only: a check
+    that says True exactly when the schema would accept the object (much cheaper than the validator).
+    None for any other schema. A False answer is for the validator to explain."""
+    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"} \
+            or schema.get("type", "object") != "object" or schema.get("additionalProperties", True) not in (True, False):
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return None
+    checks = {}
+    for name, subschema in properties.items():
+        check = _type_check(subschema) if isinstance(subschema, Mapping) else None
+        if check is None:
+            return None
+        checks[name] = check
+    closed = schema.get("additionalProperties", True) is False
+    needed = tuple(required)
+
+    def accepts(instance: Mapping[str, Any]) -> bool:
+        if type(instance) is not dict or any(name not in instance for name in needed):
+            return False
+        for name, value in instance.items():
+            check = checks.get(name)
+            if check is None:
+                if closed:
+                    return False
+            elif not check(value):
+                return False
+        return True
+
+    return accepts

@@ -22,7 +22,7 @@ from ice_mcp.blueprint.models import (
     ParallelNode,
     RecursiveNode,
 )
-from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
+from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validator
 from ice_mcp.engine.executor import NodeType
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.scheduler import GraphShape
@@ -126,7 +126,8 @@ class Compiler:
                                                message=f"{self.left_out} more problems are not listed"))
         if self.issues or blueprint is None or top.graph is None or validator is None:
             return None, top.estimate
-        plan = Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate, self.declared_inputs)
+        plan = Plan(blueprint, top.graph, compiled_outputs, validator, top.estimate, self.declared_inputs,
+                    quick_check(inputs_schema))
         return plan, top.estimate
 
     def _inputs_validator(self, schema: Any) -> Any:
@@ -297,7 +298,8 @@ class Compiler:
             self.templates = templates
             for issue in node_type.check(spec, self):  # type: ignore[arg-type]
                 self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
-        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs)  # type: ignore[arg-type]
+        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs,  # type: ignore[arg-type]
+                             own_timeout=node_type.own_timeout)
         return plan_node, names, estimate
 
     @staticmethod

@@ -15,6 +15,7 @@ from ice_mcp.types import Usage
 if TYPE_CHECKING:
     from ice_mcp.engine.journal import Replay
     from ice_mcp.engine.plan import Graph, Plan
+    from ice_mcp.engine.questions import Questions
     from ice_mcp.engine.records import NodeRecord
     from ice_mcp.engine.templates import Scope
     from ice_mcp.services import Services
@@ -106,6 +107,7 @@ class RunContext:
     path: str = ""
     globals: dict[str, Any] = field(default_factory=dict)
     replay: Replay | None = None  # what an earlier execution of this run finished (resume, retry)
+    questions: Questions | None = None  # where `human` nodes wait for answers (the orchestrator's desk)
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:

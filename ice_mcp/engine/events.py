@@ -47,19 +47,24 @@ logger = logging.getLogger(__name__)
 class EventLog:
     """Events of one run, in order, with listeners told of each as it happens."""
 
-    __slots__ = ("events", "listeners", "run_id")
+    __slots__ = ("clock", "events", "listeners", "run_id")
 
-    def __init__(self, run_id: str, listeners: list[Listener] | None = None, events: list[Event] | None = None) -> None:
+    def __init__(self, run_id: str, listeners: list[Listener] | None = None, events: list[Event] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.run_id = run_id
         self.events: list[Event] = events or []  # a resumed run goes on after its journal
         self.listeners: list[Listener] = listeners or []
+        self.clock = clock  # a durable engine's workflow passes its deterministic clock
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> Event:
-        event = Event(kind, self.run_id, len(self.events), time.time(), node_id, attempt, data)
+        return self.add(Event(kind, self.run_id, len(self.events), self.clock(), node_id, attempt, data))
+
+    def add(self, event: Event) -> Event:
+        """Append an event made elsewhere (another process's, read back from the store) and tell the listeners."""
         self.events.append(event)
         for listener in self.listeners:
             try:
                 listener(event)
             except Exception:  # an observer's bug must not break the run it observes
-                logger.exception("event listener failed on %s", kind)
+                logger.exception("event listener failed on %s", event.type)
         return event

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ice_mcp.blueprint.models import NodeSpec
     from ice_mcp.engine.context import RunContext, Spend, SubgraphResult
     from ice_mcp.engine.plan import PlanNode
+    from ice_mcp.engine.questions import Questions
     from ice_mcp.engine.templates import Compiled, Scope
     from ice_mcp.services import Services
 
@@ -44,6 +45,13 @@ class NodeCall:
     def spend(self) -> Spend:
         """The run's spend against its budget (and every enclosing one): model calls check it first."""
         return self.ctx.spend
+
+    @property
+    def questions(self) -> Questions:
+        """Where a `human` node asks and waits for its answer."""
+        if self.ctx.questions is None:
+            raise RuntimeError("this run has no question desk (it was not started by an orchestrator)")
+        return self.ctx.questions
 
     @property
     def run_id(self) -> str:
@@ -89,6 +97,11 @@ class CheckContext(Protocol):
         """The node's fields as compiled (a constant field is a `Constant`)."""
         ...
 
+    @property
+    def declared_inputs(self) -> Mapping[str, Any] | None:
+        """The blueprint's declared inputs (name → schema), or None when it does not list them."""
+        ...
+
     def suggest(self, name: str, candidates: Any) -> str | None: ...
 
 
@@ -105,3 +118,6 @@ class NodeType:
     execute: NodeExecutor
     check: NodeCheck | None = None
     estimate: NodeEstimate | None = None
+    # The executor enforces `timeout_seconds` itself (a `human` node's deadline outlives restarts), so the
+    # runner sets no per-attempt timeout around it.
+    own_timeout: bool = False

@@ -35,19 +35,20 @@ class Replay:
 
     outcomes: Mapping[str, NodeOutcome] = field(default_factory=dict)
     attempts: Mapping[str, int] = field(default_factory=dict)
+    reused_from: str | None = None  # a retry: the outcomes are another run's, so this run journals them too
 
     def __bool__(self) -> bool:
         return bool(self.outcomes or self.attempts)
 
-    def for_retry(self, rerun: Iterable[str] = ()) -> Replay:
-        """Only successes, minus the nodes in `rerun` and everything nested inside them: a retry's replay."""
+    def for_retry(self, run_id: str, rerun: Iterable[str] = ()) -> Replay:
+        """Only successes of run `run_id`, minus the nodes in `rerun` and everything nested inside them."""
         prefixes = tuple(rerun)
 
         def keep(path: str) -> bool:
             return not any(path == p or path.startswith((p + ".", p + "[")) for p in prefixes)
 
         kept = {path: o for path, o in self.outcomes.items() if o.status == "succeeded" and keep(path)}
-        return Replay(kept, {})
+        return Replay(kept, {}, reused_from=run_id)
 
 
 def replay_from_events(events: Iterable[Mapping[str, Any]]) -> Replay:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.engine.scheduler import GraphShape
+from ice_mcp.engine.store import dumps
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -30,10 +31,16 @@ class PlanNode:
     deps: tuple[str, ...]
     templates: dict[str, Compiled] = field(default_factory=dict)
     subgraphs: dict[str, Graph] = field(default_factory=dict)
+    own_timeout: bool = False  # the executor enforces timeout_seconds itself (see NodeType.own_timeout)
 
     @property
     def type(self) -> str:
         return self.spec.type
+
+    @property
+    def attempt_timeout(self) -> float | None:
+        """The runner's timeout around each attempt."""
+        return None if self.own_timeout else self.spec.timeout_seconds
 
     @property
     def is_container(self) -> bool:
@@ -75,8 +82,10 @@ class Plan:
     estimate: CostEstimate
     # The inputs a caller may pass, when the blueprint lists them (others are refused as typos).
     declared_inputs: Mapping[str, Any] | None = None
+    quick_inputs_check: Callable[[Mapping[str, Any]], bool] | None = None  # True: valid, without the validator
     version: int | None = None  # registered at run time: its version in the run store
-    document: dict[str, Any] | None = None  # the blueprint as JSON, as the run store keeps it (made once)
+    document: dict[str, Any] | None = None  # the blueprint as a JSON document, when it was given as one
+    document_text: str | None = None  # the document as JSON text, as each run's store row keeps it (made once)
 
     @property
     def name(self) -> str:
@@ -92,9 +101,15 @@ class Plan:
 
     def source(self) -> dict[str, Any]:
         """The blueprint as a JSON document (what a resumed run compiles again)."""
-        if self.document is None:
-            self.document = self.blueprint.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return self.document
+        if self.document is not None:
+            return self.document
+        return self.blueprint.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def source_text(self) -> str:
+        """The document as JSON text, made on the first run and kept (a third of the document's memory)."""
+        if self.document_text is None:
+            self.document_text = dumps(self.source())
+        return self.document_text
 
     def prepare_inputs(self, inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
         """The inputs with top-level schema defaults filled in, and the problems (the first 20): schema
@@ -108,7 +123,8 @@ class Plan:
         for key, prop in (self.blueprint.inputs.get("properties") or {}).items():
             if key not in filled and isinstance(prop, Mapping) and "default" in prop:
                 filled[key] = prop["default"]
-        if self.inputs_validator.is_valid(filled):
+        quick = self.quick_inputs_check
+        if (quick is not None and quick(filled)) or self.inputs_validator.is_valid(filled):
             return filled, problems
         found = itertools.islice(self.inputs_validator.iter_errors(filled), MAX_INPUT_PROBLEMS)
         errors = sorted(found, key=lambda e: list(e.path))

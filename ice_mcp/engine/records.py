@@ -8,6 +8,9 @@ from typing import Any
 
 from ice_mcp.types import Usage
 
+# A run is under way while running, or while a `human` node waits for an answer.
+ACTIVE = frozenset({"running", "input_required"})
+
 
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
@@ -51,10 +54,12 @@ class RunRecord:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     workflow_version: int | None = None  # the registered version the run ran (None: a file or an ad-hoc blueprint)
     retry_of: str | None = None  # the run this one retries, reusing its finished nodes
+    # Questions `human` nodes wait on, by node path: {question, schema, asked_at, deadline, approval}.
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
-        return self.status != "running"
+        return self.status not in ACTIVE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +77,7 @@ class RunRecord:
             "nodes": {node_id: node.to_dict() for node_id, node in self.nodes.items()},
             **({"workflow_version": self.workflow_version} if self.workflow_version is not None else {}),
             **({"retry_of": self.retry_of} if self.retry_of is not None else {}),
+            **({"questions": self.questions} if self.questions else {}),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -82,9 +88,13 @@ class RunRecord:
 
     def envelope(self) -> dict[str, Any]:
         """What a tool call answers: `{run_id, status, outputs, error, cost_usd, duration_ms}`."""
-        return {"run_id": self.run_id, "status": self.status, "outputs": self.outputs, "error": self.error,
-                "cost_usd": self.cost_usd,
-                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3)}
+        envelope = {"run_id": self.run_id, "status": self.status, "outputs": self.outputs, "error": self.error,
+                    "cost_usd": self.cost_usd,
+                    "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3)}
+        if self.questions:
+            envelope["questions"] = {path: {"question": q.get("question"), "schema": q.get("schema")}
+                                     for path, q in self.questions.items()}
+        return envelope
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
@@ -120,4 +130,5 @@ class RunRecord:
             },
             workflow_version=data.get("workflow_version"),
             retry_of=data.get("retry_of"),
+            questions=dict(data.get("questions") or {}),
         )

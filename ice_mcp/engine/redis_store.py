@@ -9,6 +9,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   owners              hash owner id -> [host, pid, heartbeat]
   cancel:{id}         a run whose cancellation was asked for (a day)
   spend               hash caller -> dollars spent in all (HINCRBYFLOAT: atomic across replicas)
+  blob:{sha256}       a large Temporal payload that travels by reference
   blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
   signals             a pub/sub channel: cancel requests and blueprint changes, heard by every replica
 Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.records import ACTIVE, RunRecord
 from ice_mcp.engine.stores import (
     FOLLOW_IDLE_SECONDS,
     Chunk,
@@ -172,12 +173,13 @@ class RedisRunStore(QueuedWriter):
         if isinstance(record, RunRecord):
             record = record.to_dict()
         return [prefix, run_id, workflow, status, "" if started is None else repr(started), dumps(record), owner or "",
-                "" if blueprint is None else dumps(blueprint), "" if version is None else str(version), key or "",
+                "" if blueprint is None else blueprint if isinstance(blueprint, str) else dumps(blueprint),
+                "" if version is None else str(version), key or "",
                 retry_of or "", key_ms, "1" if create else "0"]
 
     @_unavailable
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-               blueprint: dict[str, Any] | None = None, version: int | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
         """Keep a new run at once, so any replica finds it as soon as its id is handed out; if its
         idempotency key already belongs to another run (started by any replica), write nothing and
@@ -273,8 +275,9 @@ class RedisRunStore(QueuedWriter):
 
     @_unavailable
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
-        """Runs still `running` whose owner is gone: its lease ran out, or its process on this host died."""
-        ids = [run_id.decode() for run_id in self._redis.zrange(self._key("status", "running"), 0, -1)]
+        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
+        process on this host died."""
+        ids = [run_id.decode() for status in ACTIVE for run_id in self._redis.zrange(self._key("status", status), 0, -1)]
         if not ids:
             return []
         pipe = self._redis.pipeline(transaction=False)
@@ -378,6 +381,19 @@ class RedisRunStore(QueuedWriter):
     def spent(self, caller: str) -> float:
         value = self._redis.hget(self._key("spend"), caller)
         return 0.0 if value is None else float(value)
+
+    # -- blobs (large payloads that travel by reference) ------------------------------------------
+
+    @_unavailable
+    def put_blob(self, key: str, data: bytes) -> None:
+        self._redis.set(self._key("blob", key), data, nx=True)
+
+    @_unavailable
+    def get_blob(self, key: str) -> bytes:
+        data = self._redis.get(self._key("blob", key))
+        if data is None:
+            raise IceError(f"no payload {key[:80]!r} in the run store", code="payload_missing")
+        return bytes(data)
 
     # -- registered blueprints ------------------------------------------------------------------
 

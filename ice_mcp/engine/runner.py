@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -42,18 +43,28 @@ def failure_of(exc: BaseException) -> NodeFailure:
 
 
 class Runner(GraphRunner):
+    """`now` (wall clock, s) and `perf` (a monotonic clock, s) are a durable engine's deterministic clocks
+    inside a workflow; in-process they are the system's."""
+
+    def __init__(self, now: Callable[[], float] = time.time, perf: Callable[[], float] = time.perf_counter) -> None:
+        self.now, self.perf = now, perf
+
     async def execute(self, plan: Plan, record: RunRecord, ctx: RunContext) -> RunRecord:
         """Run a whole plan; fills and returns `record`, whatever happens."""
-        record.started_at = record.started_at or time.time()
-        started = time.perf_counter()
-        if ctx.replay is None:
-            ctx.emit("run_started", workflow=plan.name)
+        record.started_at = record.started_at or self.now()
+        started = self.perf()
+        if ctx.replay is None or ctx.replay.reused_from:
+            ctx.emit("run_started", workflow=plan.name,
+                     **({"retry_of": ctx.replay.reused_from} if ctx.replay is not None else {}))
         else:
             ctx.emit("run_resumed", workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
         scope = Scope({"inputs": record.inputs, "global": ctx.globals})
         try:
-            async with asyncio.timeout(plan.blueprint.timeout_seconds):
+            if plan.blueprint.timeout_seconds is None:
                 result = await self.run_graph(plan.graph, scope, ctx, records=record.nodes)
+            else:
+                async with asyncio.timeout(plan.blueprint.timeout_seconds):
+                    result = await self.run_graph(plan.graph, scope, ctx, records=record.nodes)
             record.outputs = self._outputs(plan, scope, result)
             record.status = "succeeded"
         except GraphFailed as exc:
@@ -75,8 +86,8 @@ class Runner(GraphRunner):
             record.error = {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
         finally:
             record.cost_usd, record.usage = ctx.spend.cost_usd, ctx.spend.usage
-            record.finished_at = time.time()
-            record.duration_ms = ((time.perf_counter() - started) * 1000 if ctx.replay is None
+            record.finished_at = self.now()
+            record.duration_ms = ((self.perf() - started) * 1000 if ctx.replay is None
                                   else (record.finished_at - record.started_at) * 1000)
             ctx.emit("run_finished", status=record.status, error=record.error)
         return record
@@ -127,15 +138,16 @@ class Runner(GraphRunner):
             attempt += 1
             record.attempts = attempt
             call = NodeCall(node, scope, ctx, attempt)
+            timeout = node.attempt_timeout
             try:
-                if spec.timeout_seconds is None:
+                if timeout is None:
                     return await node.execute(call)
-                async with asyncio.timeout(spec.timeout_seconds) as deadline:
+                async with asyncio.timeout(timeout) as deadline:
                     return await node.execute(call)
             except (RunStopped, asyncio.CancelledError):
                 raise
             except TimeoutError as exc:
-                expired = spec.timeout_seconds is not None and deadline.expired()
+                expired = timeout is not None and deadline.expired()
                 failure = (NodeFailure(f"attempt timed out after {spec.timeout_seconds} s", code="timeout")
                            if expired else failure_of(exc))
             except Exception as exc:
@@ -165,11 +177,18 @@ class _GraphRun:
         self.finished: asyncio.Future[None] = self.loop.create_future()
         self.stop_reason: BaseException | None = None
         self.replay = ctx.replay.outcomes if ctx.replay else None
+        self.reused_from = ctx.replay.reused_from if ctx.replay else None
+        self.driver: asyncio.Task[Any] | None = None
 
     async def run(self) -> SubgraphResult:
+        self.driver = asyncio.current_task()
         try:
             self._skip(self.scheduler.initial_skips())
-            self._start_ready()
+            # A lone first node runs in this task (one-node graphs and chains need no task to start);
+            # what it makes ready gets tasks of its own, so this task stays free to stop them.
+            first = self._start_ready(continue_with_one=True, only_if_alone=True)
+            if first is not None:
+                await self._run_one(first, carry=False)
             if not self.scheduler.finished:
                 await self.finished
         finally:
@@ -186,11 +205,13 @@ class _GraphRun:
         return SubgraphResult(output, dict(outputs), self.records, sum(r.cost_usd for r in self.records.values()),
                               usage)
 
-    def _start_ready(self, continue_with_one: bool = False) -> str | None:
+    def _start_ready(self, continue_with_one: bool = False, only_if_alone: bool = False) -> str | None:
         """Start what is ready. The calling node task may carry on with one of them itself,
         which saves a task and a loop turn per node on chains."""
         carried = None
         ready = self.scheduler.take_ready()
+        if only_if_alone and len(ready) != 1:
+            continue_with_one = False
         while ready:
             replayed = False
             for node_id in ready:
@@ -219,16 +240,17 @@ class _GraphRun:
             if carried is not None and streak % 32 == 0:
                 await asyncio.sleep(0)  # let other tasks run during long chains
 
-    async def _run_one(self, node_id: str) -> str | None:
+    async def _run_one(self, node_id: str, carry: bool = True) -> str | None:
         """Run and settle one node; returns the next node this task carries on with, if any."""
         node, record = self.graph.nodes[node_id], self.records[node_id]
-        started = time.perf_counter()
+        started = self.runner.perf()
         try:
             result = await self.runner.run_node(node, self.level, self.ctx, record)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                self.running.pop(node_id, None)
+                if task is not self.driver:  # the driver's own node is marked cancelled with the rest
+                    self.running.pop(node_id, None)
                 raise
             outcome: NodeResult | BaseException = NodeFailure(  # the node raised it itself; we were not cancelled
                 f"the node raised CancelledError: {exc}", code="cancelled_by_node", retryable=False)
@@ -237,14 +259,14 @@ class _GraphRun:
         else:
             outcome = result
         self.running.pop(node_id, None)
-        record.duration_ms = (time.perf_counter() - started) * 1000
+        record.duration_ms = (self.runner.perf() - started) * 1000
         try:
             if isinstance(outcome, NodeResult):
                 self._settle_success(node_id, outcome)
             else:
                 self._settle_failure(node_id, outcome)
             if self.stop_reason is None:
-                return self._start_ready(continue_with_one=True)
+                return self._start_ready(continue_with_one=carry)
         except Exception as exc:  # an engine bug ends the graph with a readable error, never a hang
             self._stop(exc)
         return None
@@ -265,10 +287,12 @@ class _GraphRun:
         record.status, record.output = "succeeded", result.output
         record.cost_usd, record.usage = result.cost_usd, result.usage
         self.outputs[node_id] = result.output
-        if not replayed:  # the journal entry that feeds a later replay: written before the scheduler hears
+        # The journal entry that feeds a later replay, written before the scheduler hears; a retry
+        # journals what it reuses too, so the retry itself can resume.
+        if not replayed or self.reused_from:
             ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
                      cost_usd=result.cost_usd, tokens=result.usage.total, usage=result.usage.as_dict(),
-                     output=result.output)
+                     output=result.output, **({"reused_from": self.reused_from} if replayed else {}))
         branch = bool(result.output.get("result")) if node.type == "condition" else None
         self._skip(self.scheduler.succeeded(node_id, branch))
         if not node.is_container and (result.cost_usd or result.usage.total):
@@ -321,9 +345,10 @@ class _GraphRun:
         tasks = dict(self.running)
         if not tasks:
             return
-        for task in tasks.values():
+        others = [task for task in tasks.values() if task is not self.driver]
+        for task in others:
             task.cancel()
-        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        await asyncio.gather(*others, return_exceptions=True)
         for node_id in tasks:
             self.records[node_id].status = "cancelled"
             self.scheduler.cancelled(node_id)

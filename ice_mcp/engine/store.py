@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS spend (
     caller TEXT PRIMARY KEY,
     usd REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS blobs (
+    key TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS signals (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL,
@@ -154,7 +158,7 @@ class RunStore(QueuedWriter):
     # -- writes ---------------------------------------------------------------------------------
 
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-               blueprint: dict[str, Any] | None = None, version: int | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
         """Queue a new run's record, unless its unexpired idempotency key already started a run: that run's id.
         An expired key passes to the new run."""
@@ -186,7 +190,8 @@ class RunStore(QueuedWriter):
                         " started_at=COALESCE(excluded.started_at, runs.started_at),"
                         " owner=COALESCE(excluded.owner, runs.owner)",
                         (run_id, workflow, status, started, key, dumps(record), owner,
-                         None if blueprint is None else dumps(blueprint), version, retry_of))
+                         blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint),
+                         version, retry_of))
                 elif kind == "owner":
                     db.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
                                " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat", row)
@@ -263,9 +268,11 @@ class RunStore(QueuedWriter):
     # -- ownership ------------------------------------------------------------------------------
 
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
-        """Runs still `running` whose owner is gone: its lease ran out, or its process on this host died."""
+        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
+        process on this host died."""
         rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
-                          " LEFT JOIN owners o ON o.owner_id = r.owner WHERE r.status = 'running'")
+                          " LEFT JOIN owners o ON o.owner_id = r.owner"
+                          " WHERE r.status IN ('running', 'input_required')")
         return [(run_id, owner) for run_id, owner, host, pid, beat in rows
                 if owner_gone(owner, host, pid, beat, me, lease_seconds)]
 
@@ -334,6 +341,19 @@ class RunStore(QueuedWriter):
     def spent(self, caller: str) -> float:
         rows = self._rows("SELECT usd FROM spend WHERE caller = ?", (caller,))
         return float(rows[0][0]) if rows else 0.0
+
+    # -- blobs (large payloads that travel by reference) ------------------------------------------
+
+    def put_blob(self, key: str, data: bytes) -> None:
+        """Keep `data` under its content hash `key` (kept once)."""
+        with self._read_lock:
+            self._read.execute("INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)", (key, data))
+
+    def get_blob(self, key: str) -> bytes:
+        rows = self._rows("SELECT data FROM blobs WHERE key = ?", (key,))
+        if not rows:
+            raise IceError(f"no payload {key[:80]!r} in the run store", code="payload_missing")
+        return bytes(rows[0][0])
 
     # -- registered blueprints ------------------------------------------------------------------
 

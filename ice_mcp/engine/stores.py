@@ -24,13 +24,14 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.records import ACTIVE, RunRecord
 
 logger = logging.getLogger(__name__)
 
 _BATCH = 512
 _POLL_SECONDS = 0.005  # how often the writer collects new events while runs are live
 _FALLBACK = "~"  # marks a value stdlib json had to encode (integers beyond 64 bits)
+ENGINE_OWNER_PREFIXES = ("temporal:",)  # owners whose runs their engine resumes (never taken over here)
 FOLLOW_IDLE_SECONDS = 1.0  # `follow` yields an empty batch this often while a run is quiet
 
 
@@ -89,10 +90,10 @@ class RunStorage(Protocol):
     location: str  # where it is, for messages (a path, or a URL without its password)
 
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-               blueprint: dict[str, Any] | None = None, version: int | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None: ...
     def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-             blueprint: dict[str, Any] | None = None, version: int | None = None,
+             blueprint: dict[str, Any] | str | None = None, version: int | None = None,
              retry_of: str | None = None) -> int: ...
     def keep_journal(self, log: EventLog, written: int = 0) -> None: ...
     def heartbeat(self, owner: Owner) -> None: ...
@@ -118,6 +119,9 @@ class RunStorage(Protocol):
 
     def add_spend(self, caller: str, usd: float) -> float: ...
     def spent(self, caller: str) -> float: ...
+
+    def put_blob(self, key: str, data: bytes) -> None: ...
+    def get_blob(self, key: str) -> bytes: ...
 
     def save_blueprint(self, name: str, source: dict[str, Any]) -> int: ...
     def delete_blueprint(self, name: str) -> bool: ...
@@ -158,7 +162,7 @@ class QueuedWriter:
         self._writer = self._start_writer()
 
     def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
-             blueprint: dict[str, Any] | None = None, version: int | None = None,
+             blueprint: dict[str, Any] | str | None = None, version: int | None = None,
              retry_of: str | None = None) -> int:
         """Queue the record as it is now (what is None keeps its stored value); returns its ticket."""
         # A finished record no longer changes: the writer turns it into a dict, off the event loop.
@@ -196,7 +200,7 @@ class QueuedWriter:
             closing = self._closed
             items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
             for _, kind, row in items:
-                if kind == "run" and row[2] != "running" and row[0] in self._journals:
+                if kind == "run" and row[2] not in ACTIVE and row[0] in self._journals:
                     self._journals[row[0]].finished = True  # its last events are in the snapshot below
             chunks = [(run_id, journal, len(journal.events)) for run_id, journal in builtins.list(self._journals.items())
                       if len(journal.events) > journal.written or journal.finished]
@@ -254,8 +258,9 @@ class QueuedWriter:
 
 def owner_gone(owner: str | None, host: str | None, pid: int | None, beat: float | None, me: Owner,
                lease_seconds: float) -> bool:
-    """Whether a run's owner no longer runs it: none, its lease ran out, or its process on this host died."""
-    if owner == me.owner_id:
+    """Whether a run's owner no longer runs it: none, its lease ran out, or its process on this host died.
+    A run owned by an engine that resumes its runs itself (Temporal: `temporal:NS/QUEUE`) is never orphaned."""
+    if owner == me.owner_id or (owner is not None and owner.startswith(ENGINE_OWNER_PREFIXES)):
         return False
     return (owner is None or beat is None or time.time() - beat > lease_seconds
             or (host == me.host and not process_alive(pid)))

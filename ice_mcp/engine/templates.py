@@ -24,6 +24,7 @@ from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
 from jinja2.filters import ignore_case, make_attrgetter, make_multi_attrgetter
 from jinja2.lexer import (
+    Token,
     TokenStream,
     float_re,
     integer_re,
@@ -32,6 +33,7 @@ from jinja2.lexer import (
     string_re,
     whitespace_re,
 )
+from jinja2.lexer import operators as OPERATORS
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -775,6 +777,32 @@ def _expression_tokens(source: str) -> list[tuple[int, str, str]] | None:
     return tokens
 
 
+def _wrap(raw: list[tuple[int, str, str]]) -> list[Token] | None:
+    """The tokens Jinja's `wrap` makes of scanned names, operators, whole numbers and plain strings (brackets
+    nested at most MAX_BRACKET_DEPTH deep); None for anything else, which Jinja's `wrap` converts."""
+    tokens: list[Token] = []
+    depth = deepest = 0
+    for lineno, kind, text in raw:
+        if kind == "whitespace":
+            continue
+        if kind == "operator":
+            if text in _CLOSING:
+                depth += 1
+                deepest = max(deepest, depth)
+            elif text in (")", "]", "}"):
+                depth -= 1
+            tokens.append(Token(lineno, OPERATORS[text], text))
+        elif kind == "name" and text.isidentifier():
+            tokens.append(Token(lineno, "name", text))
+        elif kind == "integer" and text.isdigit():
+            tokens.append(Token(lineno, "integer", int(text)))  # type: ignore[arg-type]  # as Jinja does
+        elif kind == "string" and "\\" not in text and "\n" not in text:
+            tokens.append(Token(lineno, "string", text[1:-1]))
+        else:
+            return None
+    return tokens if deepest <= MAX_BRACKET_DEPTH else None
+
+
 def _tokens(source: str, code: str, state: str | None) -> TokenStream:
     """The source's tokens, lexed once; too many, or brackets nested too deep, are refused before the
     (recursive) parser sees them."""
@@ -783,6 +811,8 @@ def _tokens(source: str, code: str, state: str | None) -> TokenStream:
     raw: list[tuple[int, str, str]] = []
     depth = 0
     scanned = _expression_tokens(source) if state == "variable" and len(source) < 4 * MAX_TOKENS else None
+    if scanned is not None and len(scanned) <= MAX_TOKENS and (wrapped := _wrap(scanned)) is not None:
+        return TokenStream(iter(wrapped), None, None)
     for count, token in enumerate(scanned if scanned is not None else ENV.lexer.tokeniter(source, None, None, state)):
         if count >= MAX_TOKENS:
             raise TemplateCompileError(code, f"more than {MAX_TOKENS} tokens")

@@ -8,6 +8,7 @@ import logging
 
 from ice_mcp.engine.executor import NodeType
 from ice_mcp.nodes.condition import CONDITION_NODE
+from ice_mcp.nodes.human import HUMAN_NODE
 from ice_mcp.nodes.loop import LOOP_NODE
 from ice_mcp.nodes.parallel import PARALLEL_NODE
 from ice_mcp.nodes.recursive import recursive_node_type
@@ -31,6 +32,6 @@ def builtin_node_types() -> tuple[list[NodeType], dict[str, str]]:
         except ImportError as exc:
             unavailable[name] = f"{type(exc).__name__}: {exc}"
             logger.warning("node type %r unavailable: %s", name, exc)
-    types = [TOOL_NODE, CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE, *found.values(),
+    types = [TOOL_NODE, CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE, HUMAN_NODE, *found.values(),
              recursive_node_type(agent=found.get("agent"))]
     return types, unavailable

@@ -45,7 +45,7 @@ def _definition(spec: AgentNode, services: Services) -> AgentDefinition:
 
 def _tools(call: NodeCall, definition: AgentDefinition) -> list[AgentTool]:
     registry = call.services.registry
-    caller = ToolCall(call.ctx.run_id, call.node_path, call.attempt, call.services, call.spend)
+    caller = ToolCall(call.ctx.run_id, call.node_path, call.attempt, call.services, call.spend, call.emit)
     tools: list[AgentTool] = []
     try:
         tools.extend(registry_tool(registry.tool(name), caller) for name in definition.tools)
@@ -125,7 +125,8 @@ def check_agent(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
             issues.append(ValidationIssue(code="unknown_workflow", message=f"agent workflow {name!r} is not registered",
                                           node_id=spec.id, field="agent.workflows",
                                           suggestion=ctx.suggest(name, registry.workflows)))
-    for name in (*definition.tools, *definition.workflows):
+    offered = [registry.tools[name].model_name if name in registry.tools else name for name in definition.tools]
+    for name in (*offered, *definition.workflows):
         if not valid_tool_name(name):
             issues.append(ValidationIssue(code="schema", node_id=spec.id, field="agent.tools",
                                           message=f"{name!r} cannot be offered to a model: tool names are letters, "

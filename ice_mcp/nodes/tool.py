@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, ToolNode
 from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
-from ice_mcp.engine.templates import Constant, MappingValue
+from ice_mcp.engine.templates import (
+    Compiled,
+    Constant,
+    MappingValue,
+    PathExpression,
+    PathText,
+    SequenceValue,
+    Text,
+)
 from ice_mcp.errors import NodeFailure, UnknownName
+from ice_mcp.services import Services
 from ice_mcp.tools.context import CURRENT_CALL
-from ice_mcp.tools.registry import ToolEntry, as_object
+from ice_mcp.tools.registry import SchemaToolEntry, ToolEntry, as_object
 from ice_mcp.types import NodeResult
 
 
@@ -20,7 +30,8 @@ async def execute_tool(call: NodeCall) -> NodeResult:
     try:
         entry = call.services.registry.tool(spec.tool_name)
     except UnknownName as exc:
-        raise NodeFailure(exc.message, code="unknown_tool", retryable=False) from None
+        why = _unavailable(spec.tool_name, call.services)
+        raise NodeFailure(exc.message + (f" ({why})" if why else ""), code="unknown_tool", retryable=False) from None
     template = call.node.templates.get("tool_args")
     arguments = template.render(call.scope) if template is not None else {}
     return await run_tool(call, entry, entry.parse_arguments(arguments))
@@ -42,8 +53,10 @@ def check_tool(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     registry = ctx.services.registry
     entry = registry.tools.get(spec.tool_name)
     if entry is None:
-        return [ValidationIssue(code="unknown_tool", message=f"no tool named {spec.tool_name!r}", node_id=spec.id,
-                                field="tool_name", suggestion=ctx.suggest(spec.tool_name, registry.tools))]
+        why = _unavailable(spec.tool_name, ctx.services)
+        return [ValidationIssue(code="unknown_tool", message=f"no tool named {spec.tool_name!r}"
+                                + (f" ({why})" if why else ""), node_id=spec.id, field="tool_name",
+                                suggestion=ctx.suggest(spec.tool_name, registry.tools))]
     issues: list[ValidationIssue] = []
     properties, arguments = entry.properties, spec.tool_args
     for key in arguments:
@@ -61,10 +74,42 @@ def check_tool(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     compiled = ctx.templates.get("tool_args")
     items = compiled.items if isinstance(compiled, MappingValue) else {}  # all constant: a Constant
     constants = {key: arguments[key] for key in checked if isinstance(items.get(key, compiled), Constant)}
+    problems = _argument_problems(entry, constants)
+    if isinstance(entry, SchemaToolEntry):  # a schema says what each argument's type must be
+        for key in sorted(checked - constants.keys()):
+            kinds = rendered_types(items[key], ctx.declared_inputs) if key in items else None
+            problem = entry.type_problem(key, kinds) if kinds else None
+            if problem:
+                problems.append((key, problem))
     issues.extend(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r}: {problem}",
                                   node_id=spec.id, field=f"tool_args.{key}")
-                  for key, problem in _argument_problems(entry, constants))
+                  for key, problem in problems)
     return issues
+
+
+def _unavailable(tool_name: str, services: Services) -> str | None:
+    """Why a tool of a configured MCP server is unknown (the server could not be reached)."""
+    return services.upstream.unavailable(tool_name) if services.upstream is not None else None
+
+
+def rendered_types(value: Compiled, declared_inputs: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The JSON types a templated value renders to, when compiling tells: text is a string, a mapping an
+    object, a list an array, and `{{ inputs.x }}` the type the blueprint declares for x; else None."""
+    if isinstance(value, Text | PathText):
+        return frozenset({"string"})
+    if isinstance(value, MappingValue):
+        return frozenset({"object"})
+    if isinstance(value, SequenceValue):
+        return frozenset({"array"})
+    if (isinstance(value, PathExpression) and value.root == "inputs" and len(value.keys) == 1
+            and declared_inputs is not None):
+        schema = declared_inputs.get(str(value.keys[0]))
+        kind = schema.get("type") if isinstance(schema, Mapping) else None
+        if isinstance(kind, str):
+            return frozenset({kind})
+        if isinstance(kind, list) and all(isinstance(k, str) for k in kind):
+            return frozenset(kind)
+    return None
 
 
 def _argument_problems(entry: ToolEntry, arguments: dict[str, Any]) -> list[tuple[str, str]]:

@@ -62,6 +62,9 @@ def workflow_annotations(
         elif kind == "agent":
             read_only = idempotent = False
             open_world = destructive = True
+        elif kind == "human":  # a person answers: not the same answer twice, and from outside
+            idempotent = False
+            open_world = True
         elif kind in ("workflow", "recursive") and getattr(node, "workflow_ref", None):
             child = getattr(registry, "workflows", {}).get(node.workflow_ref)
             if child is None or depth > 8:

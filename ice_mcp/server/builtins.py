@@ -82,6 +82,25 @@ BUILTINS: tuple[Builtin, ...] = (
         ),
     ),
     Builtin(
+        "run_respond",
+        "Answer the question a waiting `human` node asked (run_status shows it under `questions`, with the "
+        "schema the answer must fit; an approval is {approved, reason}). Returns the run as it stands after "
+        "the answer (up to wait_seconds).",
+        _obj(
+            {
+                "run_id": {"type": "string"},
+                "node": {"type": "string", "description": "the node's path, as run_status lists it"},
+                "answer": {"type": "object", "description": "an object that fits the question's schema"},
+                "wait_seconds": _WAIT,
+            },
+            ["run_id", "node", "answer"],
+        ),
+        # Answering does not change the world by itself: the run's own nodes do (and are annotated).
+        types.ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    Builtin(
         "run_list",
         "Recent runs, newest first, optionally filtered by workflow and status.",
         _obj(
@@ -96,6 +115,7 @@ BUILTINS: tuple[Builtin, ...] = (
                         "cancelled",
                         "timed_out",
                         "over_budget",
+                        "input_required",
                     ],
                 },
                 "limit": {"type": "integer", "minimum": 1, "maximum": 500},

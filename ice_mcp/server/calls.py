@@ -18,8 +18,10 @@ from ice_mcp.server.catalogue import Catalogue, Entry
 from ice_mcp.server.documents import parse_document
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.envelope import FAILED, error_result, json_result, run_result
+from ice_mcp.server.follow import PLAIN, CallAnswer, CallWay, RunFollower
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.runs import Progress, ProgressRelay, run_and_wait
+from ice_mcp.server.runs import Progress, RunLog
+from ice_mcp.server.tasks import TaskView
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class ToolCalls:
         self._orc = orc
         self._options = options
         self._catalogue = catalogue
+        self.view = TaskView(orc, options)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -94,7 +97,9 @@ class ToolCalls:
         admin: bool,
         report: Progress | None,
         caller: str | None = None,
-    ) -> types.CallToolResult:
+        log: RunLog | None = None,
+        way: CallWay = PLAIN,
+    ) -> CallAnswer:
         if (why := self.refusal(entry)) is not None:
             return error_result("forbidden", why)
         if (where := lone_surrogate(arguments)) is not None:
@@ -102,31 +107,34 @@ class ToolCalls:
                 "invalid_arguments", f"{where}: a string holds a lone UTF-16 surrogate"
             )
         key = self._key(arguments, meta)
-        orc, wait = self._orc, self._options.wait_seconds
+        orc = self._orc
+        follow = RunFollower(orc, self._options, self.view, way, report, log)
         try:
+            if way.request_state is not None and entry.kind in ("workflow", "tool", "agent"):
+                return await follow.next_round(way.request_state)  # a later round of a multi-round call
             # Each kind's arguments are checked once: a workflow's by its inputs schema, a tool's by
             # the tool, an agent's by its one-node plan, a built-in's here against its schema.
             if entry.kind == "workflow":
                 arguments.pop("idempotency_key", None)
                 plan = orc.workflow_plan(entry.target)
-                return run_result(await run_and_wait(
+                return await follow.start(
                     lambda on_event: orc.start(plan, arguments, idempotency_key=key, on_event=on_event,
                                                caller=caller),
-                    wait_seconds=wait, progress=report, total=len(plan.graph.nodes)))
+                    total=len(plan.graph.nodes), execution=plan.blueprint.execution)
             if entry.kind == "tool":
                 arguments.pop("idempotency_key", None)
-                return run_result(await run_and_wait(
+                return await follow.start(
                     lambda on_event: orc.start_tool(entry.target, arguments, idempotency_key=key,
                                                     on_event=on_event, caller=caller),
-                    wait_seconds=wait, progress=report, total=1))
+                    total=1, tasks=False)  # one tool call: quick by nature, answered in the call
             if entry.kind == "agent":
                 arguments.pop("idempotency_key", None)
-                return run_result(await run_and_wait(
+                return await follow.start(
                     lambda on_event: orc.start_agent(entry.target, arguments, idempotency_key=key,
                                                      on_event=on_event, caller=caller),
-                    wait_seconds=wait, progress=report, total=1))
+                    total=1)
             check_arguments(entry.schema, arguments)
-            return await self._builtin(entry, arguments, key, admin, report, caller)
+            return await self._builtin(entry, arguments, key, admin, follow, caller)
         except IceError as exc:
             return error_result(exc.code, self._message(entry, exc), exc.details)
 
@@ -144,9 +152,9 @@ class ToolCalls:
         args: dict[str, Any],
         key: str | None,
         admin: bool,
-        report: Progress | None,
+        follow: RunFollower,
         caller: str | None,
-    ) -> types.CallToolResult:
+    ) -> CallAnswer:
         name = entry.target
         orc = self._orc
         if entry.admin and not admin:
@@ -162,7 +170,7 @@ class ToolCalls:
                 return error_result("unknown_run", f"unknown run {args['run_id']!r}")
             return json_result(record.to_dict())
         if name == "run_result":
-            return await self._run_result(args["run_id"], args.get("wait_seconds"), report)
+            return await self._run_result(args["run_id"], args.get("wait_seconds"), follow)
         if name == "run_cancel":
             cancelled = await orc.cancel(args["run_id"])
             record = orc.get_run(args["run_id"])
@@ -170,8 +178,12 @@ class ToolCalls:
                 return error_result("unknown_run", f"unknown run {args['run_id']!r}")
             return json_result({"run_id": args["run_id"], "cancelled": bool(cancelled), "status": record.status})
         if name == "run_retry":
-            handle = await orc.retry(args["run_id"], args.get("from_node"), caller=caller)
-            return run_result(await handle.wait(timeout=self.wait_budget(args.get("wait_seconds"))))
+            return await follow.start(
+                lambda on_event: orc.retry(args["run_id"], args.get("from_node"), on_event=on_event, caller=caller),
+                total=None, wait=self.wait_budget(args.get("wait_seconds")))
+        if name == "run_respond":
+            return await self._respond(args["run_id"], args["node"], args["answer"], args.get("wait_seconds"),
+                                       "mcp:run_respond")
         if name == "run_list":
             runs = orc.list_runs(
                 status=args.get("status"),
@@ -202,33 +214,39 @@ class ToolCalls:
         if name == "blueprint_run":
             plan = await asyncio.to_thread(lambda: orc.compile(parse_document(args["blueprint"])).prepare())
             inputs = dict(args.get("inputs") or {})
-            return run_result(await run_and_wait(
+            return await follow.start(
                 lambda on_event: orc.start(plan, inputs, idempotency_key=key, on_event=on_event, caller=caller),
-                wait_seconds=self.wait_budget(args.get("wait_seconds")), progress=report,
-                total=len(plan.graph.nodes) or None))
+                total=len(plan.graph.nodes) or None, execution=plan.blueprint.execution,
+                wait=self.wait_budget(args.get("wait_seconds")))
         if name == "network_execute":
+            if follow.way.tasks:
+                handle = self.start_network(args["manifest"], key, caller)
+                if (task := await follow.network(handle)) is not None:
+                    return task
             result = await self.network(args["manifest"], args.get("wait_seconds"), key, caller)
             return network_result(result)
         return error_result("unknown_tool", f"unknown tool {name!r}")
 
-    async def _run_result(self, run_id: str, wait: Any, report: Progress | None) -> types.CallToolResult:
-        """Wait for a run wherever it runs (here, or another replica on the store); progress per finished
-        node, those done so far first, when the client asked for it."""
+    async def _respond(self, run_id: str, node: str, answer: Any, wait: Any, by: str) -> types.CallToolResult:
+        """Answer a question, then the run as it stands once it ends, asks again, or the budget is over."""
+        record = await self._orc.respond(run_id, node, answer, by=by)
+        handle = self._orc.get_handle(run_id)
+        if handle is not None:
+            record = await handle.wait(self.wait_budget(wait), or_question=True)
+        return run_result(record)
+
+    async def respond(self, run_id: str, node: str, answer: Any, wait: Any, by: str) -> dict[str, Any]:
+        """`_respond` for /rpc: the envelope."""
+        result = await self._respond(run_id, node, answer, wait, by)
+        return dict(result.structured_content or {})
+
+    async def _run_result(self, run_id: str, wait: Any, follow: RunFollower) -> types.CallToolResult:
+        """Wait for a run wherever it runs (here, or another process on the store); a question for a person
+        ends the wait too (the caller must ask them)."""
         handle = self._orc.watch(run_id)
         if handle is None:
             return error_result("unknown_run", f"unknown run {run_id!r}")
-        if handle.done or report is None:
-            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
-        total = len(handle.plan.graph.nodes) if handle.plan is not None else None
-        relay = ProgressRelay(report, total)
-        for event in list(handle.events.events):
-            relay.on_event(event)
-        handle.subscribe(relay.on_event)
-        try:
-            return run_result(await handle.wait(timeout=self.wait_budget(wait)))
-        finally:
-            handle.unsubscribe(relay.on_event)
-            await relay.flush()
+        return run_result(await follow.watch(handle, self.wait_budget(wait)))
 
     async def _network_tool(self, name: str, args: dict[str, Any]) -> types.CallToolResult:
         """run_status, run_result and run_cancel of a network run (its id starts with `net_`)."""
@@ -243,17 +261,21 @@ class ToolCalls:
             return network_result(await handle.wait(timeout=self.wait_budget(args.get("wait_seconds"))))
         return json_result(handle.result())
 
-    async def network(self, manifest: Any, wait: Any, key: str | None, caller: str | None = None
-                      ) -> dict[str, Any]:
-        """Start a network run (or attach to the one `key` started) and wait up to the budget; a caller
-        without a key that goes away takes its network with it."""
+    def start_network(self, manifest: Any, key: str | None, caller: str | None) -> NetworkHandle:
+        """Start a network run, or find the one `key` started; raises IceError (read-only server, bad manifest)."""
         if self._options.read_only:
             raise IceError(
                 "network.execute runs workflows that may change data and the server is read-only",
                 code="forbidden",
             )
         doc = parse_document(manifest, "manifest")
-        handle: NetworkHandle = self._orc.start_network(doc, from_client=True, idempotency_key=key, caller=caller)
+        return self._orc.start_network(doc, from_client=True, idempotency_key=key, caller=caller)
+
+    async def network(self, manifest: Any, wait: Any, key: str | None, caller: str | None = None
+                      ) -> dict[str, Any]:
+        """Start a network run (or attach to the one `key` started) and wait up to the budget; a caller
+        without a key that goes away takes its network with it."""
+        handle = self.start_network(manifest, key, caller)
         try:
             return await handle.wait(timeout=self.wait_budget(wait))
         except asyncio.CancelledError:

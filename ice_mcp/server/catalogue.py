@@ -14,6 +14,7 @@ from ice_mcp.server.envelope import ENVELOPE_SCHEMA
 from ice_mcp.server.naming import advertised_name, canonical_id, parse_canonical
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.schema import flatten_schema
+from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
 AGENT_SCHEMA: dict[str, Any] = {
@@ -28,8 +29,8 @@ class Entry:
     """One advertised tool and what it runs."""
 
     name: str  # advertised
-    kind: str  # workflow | tool | agent | builtin
-    target: str  # registry name, or builtin name
+    kind: str  # workflow | tool | agent | builtin | native (added by an extension module)
+    target: str  # registry name, builtin name or native tool name
     tool: types.Tool
     admin: bool = False
 
@@ -54,7 +55,7 @@ class Catalogue:
     # -- building -------------------------------------------------------------------------
 
     def _name(self, kind: str, name: str) -> str:
-        if kind == "tool" and name in self._options.bare_names:
+        if name in self._options.additions.bare_names:
             return name
         return advertised_name(
             kind, name, limit=self._options.max_name_length, canonical=self._options.canonical_names
@@ -81,9 +82,12 @@ class Catalogue:
             out.append(Entry(tool.name, "workflow", name, tool))
         for name in sorted(registry.tools):
             entry = registry.tools[name]
+            upstream = isinstance(entry, SchemaToolEntry) and entry.server is not None
+            if upstream and not self._options.expose_upstream:
+                continue  # another MCP server's tool: for workflows and agents, not re-exported unless asked
             cid = canonical_id("tool", name)
             tool = types.Tool(
-                name=self._name("tool", name),
+                name=self._name("tool", entry.model_name if upstream else name),
                 title=cid,
                 description=entry.description or f"Run the tool {name}.",
                 input_schema=flatten_schema(entry.input_schema),
@@ -128,7 +132,10 @@ class Catalogue:
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            entries = self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
+            native = [Entry(name, "native", name, added.tool)
+                      for name, added in sorted(self._options.additions.tools.items())]
+            # An extension module's own tools first: they are what it was loaded for.
+            entries = native + self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
             by_name: dict[str, Entry] = {}
             for entry in entries:
                 by_name.setdefault(entry.name, entry)

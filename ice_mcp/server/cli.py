@@ -15,15 +15,18 @@ from typing import Any
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.additions import load_extension
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
+from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
+CONFORMANCE_MODULE = "ice_mcp.conformance"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,12 +80,33 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable; "
                              "ICE_MCP_ALLOW_NET)")
+    parser.add_argument("--engine", choices=("embedded", "temporal"),
+                        help="what runs the runs: this process (embedded, the default) or Temporal workers "
+                             "(ICE_MCP_ENGINE)")
+    parser.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal frontend (ICE_MCP_TEMPORAL)")
+    parser.add_argument("--namespace", help="Temporal namespace (ICE_MCP_TEMPORAL_NAMESPACE; default 'default')")
+    parser.add_argument("--task-queue", help="Temporal task queue (ICE_MCP_TEMPORAL_TASK_QUEUE; default 'ice-mcp')")
+    add_upstream_arguments(parser)
+    parser.add_argument("--expose-upstream", action="store_true",
+                        help="list the --mcp-config servers' tools on this server's catalogue too "
+                             "(as tool_SERVER__TOOL)")
     parser.add_argument("--sandbox-expressions", action="store_true",
                         help="evaluate conditions and convergence in the WebAssembly sandbox")
-    parser.add_argument("--conformance-fixtures", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--extend", action="append", default=[], metavar="MODULE",
+                        help="import MODULE and call its extend(orchestrator, additions): MCP tools, resources "
+                             "and prompts of its own (repeatable)")
+    parser.add_argument("--conformance-fixtures", action="store_true",
+                        help="serve the MCP conformance suite's fixtures (the same as --extend ice_mcp.conformance)")
     parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", type=Path, default=os.environ.get("ICE_MCP_LOG_FILE") or None,
                         help="append logs (everything the server writes to stderr) to this file")
+
+
+def add_upstream_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--mcp-config FILE`: for every command that runs or checks workflows (and a worker)."""
+    parser.add_argument("--mcp-config", action="append", default=[], metavar="FILE",
+                        help="use the tools of the MCP servers in this Claude Desktop-format file as SERVER.TOOL "
+                             "(repeatable; also ICE_MCP_MCP_CONFIG=a.json,b.json)")
 
 
 def add_serve_commands(subparsers: Any) -> None:
@@ -110,28 +134,36 @@ def _options(args: argparse.Namespace) -> ServerOptions:
         read_only=args.read_only,
         include=tuple(args.include),
         exclude=tuple(args.exclude),
+        expose_upstream=args.expose_upstream,
     )
     if args.wait_seconds is not None:
         options.wait_seconds = args.wait_seconds
     return options
 
 
-def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
+async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
                                  state_url=getattr(args, "state", None),
                                  max_concurrent_runs=getattr(args, "max_runs", None),
                                  sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
-                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None)
+                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None,
+                                 engine=getattr(args, "engine", None), temporal_address=getattr(args, "temporal", None),
+                                 temporal_namespace=getattr(args, "namespace", None),
+                                 temporal_task_queue=getattr(args, "task_queue", None))
     settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
     orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
-    if args.conformance_fixtures:
-        from ice_mcp.server.fixtures import (
-            Fixtures,  # test fixtures, only for the conformance suite
-        )
-
-        options.fixtures = Fixtures(orc)
-        options.bare_names = frozenset(options.fixtures.register())
+    try:
+        extensions = list(getattr(args, "extend", None) or [])
+        if getattr(args, "conformance_fixtures", False):
+            extensions.append(CONFORMANCE_MODULE)  # imported by name: the server itself never depends on it
+        for module in extensions:
+            load_extension(module, orc, options.additions)
+        # Before any blueprint: validation (and resumed runs) need the upstream tools' schemas.
+        await orc.connect_upstream(args.mcp_config)
+    except BaseException:
+        await orc.aclose()
+        raise
     folders = [bundled_dir("blueprints")] if getattr(args, "templates", False) else []
     for folder in [*folders, *args.blueprints]:
         for problem in orc.load_blueprints(Path(folder)):
@@ -147,7 +179,7 @@ async def _serve(args: argparse.Namespace) -> None:
     if not args.http:
         from ice_mcp.server.stdio import serve_stdio  # the MCP SDK: only `serve` loads it
 
-        orc = build_orchestrator(args, options)
+        orc = await build_orchestrator(args, options)
         try:
             await serve_stdio(orc, options)
         finally:
@@ -159,7 +191,7 @@ async def _serve(args: argparse.Namespace) -> None:
             create_http_app,  # the MCP SDK, Starlette: only `serve` loads them
         )
 
-        orc = build_orchestrator(args, options)
+        orc = await build_orchestrator(args, options)
         try:
             port = listener.getsockname()[1]
             app = create_http_app(

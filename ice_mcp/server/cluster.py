@@ -163,21 +163,17 @@ class McpServer(Child):
             return False
 
 
-def worker_command_available() -> bool:
-    """Whether this installation has `ice-mcp worker` (the Temporal engine)."""
-    probe = subprocess.run(ice_mcp_argv("worker", "--help"), capture_output=True, timeout=60, check=False)
-    return probe.returncode == 0
-
-
 class DevCluster:
     """A store, a Temporal dev server and workers (engine `temporal`), and MCP servers on one machine."""
 
     def __init__(self, folder: Path, *, engine: str, replicas: int, workers: int, port: int = 0,
-                 redis_port: int = 0, temporal_port: int = 0, extra: Sequence[str] = ()) -> None:
+                 redis_port: int = 0, temporal_port: int = 0, extra: Sequence[str] = (),
+                 server_extra: Sequence[str] = ()) -> None:
         self.folder, self.engine = folder, engine
         self.replicas, self.workers = replicas, workers
         self.port, self.redis_port, self.temporal_port = port, redis_port, temporal_port
-        self.extra = list(extra)  # --tools / --blueprints / --templates for every server and worker
+        self.extra = list(extra)  # --tools / --blueprints for every server and worker
+        self.server_extra = list(server_extra)  # --templates: for the servers only
         self.children: list[Child] = []
         self.servers: list[McpServer] = []
         self.redis: RedisProcess | None = None
@@ -195,18 +191,19 @@ class DevCluster:
         self.redis = self._add(RedisProcess(self.folder / "redis", self.redis_port, persist=True))
         state = self.redis.url()
         engine_args: list[str] = []
+        env = {**os.environ, "ICE_MCP_DATA_DIR": str(self.folder / "data")}
         if self.engine == "temporal":
             self.temporal = self._add(TemporalDevServer(self.folder / "temporal", self.temporal_port))
             engine_args = ["--engine", "temporal", "--temporal", self.temporal.address]
             for number in range(1, self.workers + 1):
                 self._add(Child(f"worker {number}", ice_mcp_argv("worker", "--temporal", self.temporal.address,
                                                                   "--state", state, *self.extra),
-                                logs / f"worker-{number}.log"))
-        env = {**os.environ, "ICE_MCP_DATA_DIR": str(self.folder / "data")}
+                                logs / f"worker-{number}.log", env))
         for number in range(1, self.replicas + 1):
             port = self.port + number - 1 if self.port else 0
             server = McpServer(f"MCP server {number}", logs / f"server-{number}.log", port,
-                               ["--stateless", "--state", state, *engine_args, *self.extra], env)
+                               ["--stateless", "--state", state, *engine_args, *self.extra, *self.server_extra],
+                               env)
             self.servers.append(self._add(server))
 
     def _add(self, child: Any) -> Any:
@@ -246,9 +243,9 @@ def add_dev_cluster_command(subparsers: Any) -> None:
         "dev-cluster", help="start a store (redis-server), Temporal's dev server, two workers and an MCP server "
                             "on this machine, offline, to try a cluster")
     cluster.add_argument("--folder", type=Path, help="where their data and logs go (default: DATA_DIR/dev-cluster)")
-    cluster.add_argument("--engine", choices=["auto", "temporal", "embedded"], default="auto",
-                         help="temporal: workers run the runs; embedded: each MCP server runs what it receives "
-                              "(auto: temporal when this installation has `ice-mcp worker`)")
+    cluster.add_argument("--engine", choices=["temporal", "embedded"], default="temporal",
+                         help="temporal (default): workers run the runs; embedded: each MCP server runs what it "
+                              "receives")
     cluster.add_argument("--replicas", type=int, help="MCP servers (default 1 with Temporal, 2 embedded)")
     cluster.add_argument("--workers", type=int, default=2, help="Temporal workers (default 2)")
     cluster.add_argument("--port", type=int, default=8000, help="the first MCP server's port (0: any free one)")
@@ -264,18 +261,12 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
     from ice_mcp.settings import Settings
 
     engine = args.engine
-    if engine != "embedded" and not worker_command_available():
-        if engine == "temporal":
-            print("error [cluster_failed]: this installation has no `ice-mcp worker` (the Temporal engine); "
-                  "use --engine embedded", file=sys.stderr)
-            return 1
-        engine = "embedded"
-    extra = [*(f"--tools={m}" for m in args.tools), *(f"--blueprints={Path(d).resolve()}" for d in args.blueprints),
-             *(["--templates"] if args.templates else [])]
+    extra = [*(f"--tools={m}" for m in args.tools), *(f"--blueprints={Path(d).resolve()}" for d in args.blueprints)]
     folder = (args.folder or Settings.from_env().data_dir / "dev-cluster").expanduser().resolve()
     replicas = args.replicas or (1 if engine == "temporal" else 2)
     cluster = DevCluster(folder, engine=engine, replicas=replicas, workers=args.workers, port=args.port,
-                         redis_port=args.redis_port, temporal_port=args.temporal_port, extra=extra)
+                         redis_port=args.redis_port, temporal_port=args.temporal_port, extra=extra,
+                         server_extra=["--templates"] if args.templates else [])
     try:
         cluster.start()
     except IceError as exc:

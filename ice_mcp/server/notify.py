@@ -1,4 +1,7 @@
-"""Tell clients the catalogue changed: 2025 sessions by notification, 2026 listeners via the bus."""
+"""Tell clients what changed: the catalogue, the prompts, a subscribed resource (a run, a workflow).
+
+2025 sessions hear by notification on their connection (resource updates only for the URIs they subscribed
+to, log messages at or above the level they set); 2026 listeners through the subscription bus."""
 
 from __future__ import annotations
 
@@ -7,15 +10,25 @@ import logging
 import weakref
 from typing import Any
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     SubscriptionBus,
     ToolsListChanged,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+DEFAULT_LOG_LEVEL = "warning"  # what a 2025 session hears before it sets a level
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The connection a request came on (one per 2025 session; a fresh one per 2026 request)."""
+    return getattr(ctx.session, "_connection", None)
 
 logger = logging.getLogger(__name__)
 
@@ -25,28 +38,77 @@ class ChangeNotifier:
 
     def __init__(self, bus: SubscriptionBus | None = None) -> None:
         self.bus: SubscriptionBus = bus or InMemorySubscriptionBus()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._connections: dict[int, weakref.ref[Any]] = {}  # by id: a request costs one dict lookup
         self._tasks: set[asyncio.Task[None]] = set()
+        # Per 2025 connection: the log level it set, the resource URIs it subscribed to.
+        self._levels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._subscriptions: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
-    def remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    # -- logging/setLevel and resources/subscribe (2025 sessions) ----------------------------------
+
+    def set_level(self, ctx: ServerRequestContext[Any, Any], level: str) -> None:
+        if (connection := connection_of(ctx)) is not None:
+            self._levels[connection] = level
+
+    def wants_log(self, ctx: ServerRequestContext[Any, Any], level: str) -> bool:
+        """A 2025 session hears levels from the one it set; a 2026 request the levels its `_meta` opts in to."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is not None:
-            self._connections.add(connection)
+            return level in allowed_log_levels(ctx.protocol_version, ctx.meta)
+        wanted = self._levels.get(connection_of(ctx), DEFAULT_LOG_LEVEL)
+        return LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted)
 
-    def changed(self) -> None:
-        """Called from the registry's (synchronous) listener."""
+    def subscribe(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
+        if (connection := connection_of(ctx)) is not None:
+            self._subscriptions.setdefault(connection, set()).add(uri)
+
+    def unsubscribe(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
+        if (connection := connection_of(ctx)) is not None:
+            self._subscriptions.get(connection, set()).discard(uri)
+
+    def resource_updated(self, uri: str) -> None:
+        """`uri` changed: tell the 2025 sessions subscribed to it and the 2026 listeners (from any thread of the loop)."""
+        self._spawn(self._announce_update(uri))
+
+    async def _announce_update(self, uri: str) -> None:
+        for connection, uris in list(self._subscriptions.items()):
+            if uri in uris:
+                try:
+                    await connection.send_resource_updated(uri)
+                except Exception:
+                    logger.debug("resources/updated to a closed session", exc_info=True)
+        await self.bus.publish(ResourceUpdated(uri))
+
+    def _spawn(self, coroutine: Any) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            coroutine.close()
             return  # no server running: nobody to tell
-        task = loop.create_task(self._announce())
+        task = loop.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Called by each request handler: a 2025-era connection is told of changes from then on."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and id(connection) not in self._connections:
+            key = id(connection)
+            self._connections[key] = weakref.ref(connection, lambda _ref: self._connections.pop(key, None))
+
+    def connections(self) -> list[Any]:
+        return [c for c in (ref() for ref in list(self._connections.values())) if c is not None]
+
+    def changed(self) -> None:
+        """Called from the registry's (synchronous) listener."""
+        self._spawn(self._announce())
+
+    def prompts_changed_soon(self) -> None:
+        self._spawn(self.prompts_changed())
+
     async def _announce(self) -> None:
-        for connection in list(self._connections):
+        for connection in self.connections():
             try:
                 await connection.send_tool_list_changed()
                 await connection.send_resource_list_changed()
@@ -59,22 +121,9 @@ class ChangeNotifier:
             logger.warning("publishing list_changed failed", exc_info=True)
 
     async def prompts_changed(self) -> None:
-        for connection in list(self._connections):
+        for connection in self.connections():
             try:
                 await connection.send_prompt_list_changed()
             except Exception:
                 logger.debug("prompt list_changed to a closed session", exc_info=True)
         await self.bus.publish(PromptsListChanged())
-
-
-class RememberSessions:
-    """Server middleware: records each 2025-era connection so it can be told of changes."""
-
-    def __init__(self, notifier: ChangeNotifier) -> None:
-        self._notifier = notifier
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        self._notifier.remember(ctx)
-        return await call_next(ctx)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ice_mcp.bundled import bundled_dir
+from ice_mcp.server.additions import ServerAdditions
 
 
 def _env_float(name: str, default: float) -> float:
@@ -53,7 +53,12 @@ class ServerOptions:
     blueprints_dir: Path = field(default_factory=lambda: bundled_dir("blueprints"))
     docs_dir: Path = field(default_factory=lambda: bundled_dir("docs"))
     prompts_dir: Path = field(default_factory=lambda: bundled_dir("prompts"))
-    # Advertise fixture tools (conformance mode) under their bare names.
-    bare_names: frozenset[str] = frozenset()
-    # Conformance fixtures answered natively (see fixtures.py); None outside that test mode.
-    fixtures: Any = None
+    # A tools/call from a client that negotiated the tasks extension waits this long for its run, then
+    # answers with a task (a blueprint with `execution: task` answers with one at once).
+    task_after_seconds: float = field(default_factory=lambda: _env_float("ICE_MCP_TASK_AFTER_SECONDS", 0.5))
+    # How often a task's client should poll (`pollIntervalMs`).
+    task_poll_seconds: float = 0.5
+    # Tools, resources and prompts that extension modules add (`serve --extend MODULE`).
+    additions: ServerAdditions = field(default_factory=ServerAdditions)
+    # List the tools of upstream MCP servers (`--mcp-config`) on this catalogue too (`--expose-upstream`).
+    expose_upstream: bool = False

@@ -126,6 +126,11 @@ def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False)
         record = await handle.wait(timeout=calls.wait_budget(wait_seconds))
         return Success(record.envelope())
 
+    async def run_respond(caller: str | None, run_id: str, node: str, answer: Any,
+                          wait_seconds: float | None = None) -> Result:
+        _check_wait(wait_seconds)
+        return Success(await calls.respond(str(run_id), str(node), answer, wait_seconds, "rpc:run.respond"))
+
     methods: dict[str, Method] = {
         "network.execute": network_execute,
         "workflow.run": workflow_run,
@@ -133,6 +138,7 @@ def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False)
         "run.status": run_status,
         "run.cancel": run_cancel,
         "run.retry": run_retry,
+        "run.respond": run_respond,
     }
     return {name: _guard(fn) for name, fn in methods.items()}
 

@@ -1,4 +1,4 @@
-"""Start a run for a tool call: progress per finished node, a wait budget, cancellation with the call."""
+"""Start a run for a tool call: progress per finished node, log messages, a wait budget, cancellation."""
 
 from __future__ import annotations
 
@@ -16,39 +16,59 @@ logger = logging.getLogger(__name__)
 FINISHED_EVENTS = frozenset({"node_succeeded", "node_failed", "node_skipped", "node_cancelled"})
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+RunLog = Callable[[str, str], Awaitable[None]]  # (level, text): a log message to the caller
+
+
+def log_line(event: Event) -> tuple[str, str] | None:
+    """The log message (level, text) a caller hears for an engine event, if any."""
+    data, node = event.data, event.node_id
+    if event.type == "node_retrying":
+        error = data.get("error") or {}
+        return "warning", f"{node}: attempt {event.attempt} failed ({error.get('message', '')}); retrying"
+    if event.type == "node_failed":
+        error = data.get("error") or {}
+        return "error", f"{node} failed: {error.get('message', '')}"
+    if event.type == "node_waiting":
+        return "notice", f"{node} waits for an answer: {data.get('question', '')}"
+    return None
 
 
 class ProgressRelay:
-    """Turns engine events (delivered synchronously) into progress notifications, in order."""
+    """Turns engine events (delivered synchronously) into progress notifications and log messages, in order."""
 
-    def __init__(self, report: Progress | None, total: int | None) -> None:
+    def __init__(self, report: Progress | None, total: int | None, log: RunLog | None = None) -> None:
         self._report = report
+        self._log = log
         self._total = float(total) if total else None
         self._done: set[str] = set()
-        self._queue: asyncio.Queue[tuple[float, str] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[Callable[[], Awaitable[None]] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
     def on_event(self, event: Event) -> None:
+        if self._log is not None and (line := log_line(event)) is not None:
+            log = self._log
+            self._send(lambda: log(*line))
         if self._report is None or event.type not in FINISHED_EVENTS or not event.top_level:
             return
         node_id = str(event.node_id)
         if node_id in self._done:
             return
         self._done.add(node_id)
-        self._queue.put_nowait(
-            (float(len(self._done)), f"{node_id}: {str(event.type).removeprefix('node_')}")
-        )
+        report, progress, total = self._report, float(len(self._done)), self._total
+        message = f"{node_id}: {str(event.type).removeprefix('node_')}"
+        self._send(lambda: report(progress, total, message))
+
+    def _send(self, notification: Callable[[], Awaitable[None]]) -> None:
+        self._queue.put_nowait(notification)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
-        assert self._report is not None
-        while (item := await self._queue.get()) is not None:
-            progress, message = item
+        while (notification := await self._queue.get()) is not None:
             try:
-                await self._report(progress, self._total, message)
-            except Exception:  # the client went away: progress is best effort
-                logger.debug("progress notification failed", exc_info=True)
+                await notification()
+            except Exception:  # the client went away: progress and logs are best effort
+                logger.debug("notification to the caller failed", exc_info=True)
 
     async def flush(self) -> None:
         """Send what is queued, then stop."""
@@ -76,10 +96,11 @@ async def run_and_wait(
     wait_seconds: float,
     progress: Progress | None,
     total: int | None,
+    log: RunLog | None = None,
 ) -> RunRecord:
     """Start (or attach to) a run with `start(on_event)` and wait up to `wait_seconds`; the caller's
     cancellation cancels the run. Progress is relayed only when the client asked for it."""
-    relay = ProgressRelay(progress, total) if progress is not None else None
+    relay = ProgressRelay(progress, total, log) if progress is not None or log is not None else None
     handle = await start(relay.on_event if relay is not None else None)
     try:
         return await handle.wait(timeout=wait_seconds)

@@ -7,9 +7,10 @@ the tool's input schema), so the tool node passes the call beside the arguments,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.settings import Settings
 
@@ -32,6 +33,7 @@ class ToolCall:
     attempt: int
     services: Services | None = field(default=None, compare=False, repr=False)
     spend: Spend | None = field(default=None, compare=False, repr=False)
+    events: Callable[..., None] | None = field(default=None, compare=False, repr=False)  # the node's `emit`
 
     @property
     def idempotency_key(self) -> str:
@@ -40,6 +42,11 @@ class ToolCall:
     def budget_left(self) -> float | None:
         """What the run (and its network and caller) may still spend; None when unlimited."""
         return self.spend.remaining() if self.spend is not None else None
+
+    def emit(self, event: str, **data: Any) -> None:
+        """An event of the calling node (progress, say), in its run's event stream."""
+        if self.events is not None:
+            self.events(event, **data)
 
 
 class CallSource(Protocol):
@@ -55,6 +62,7 @@ class CallSource(Protocol):
     def services(self) -> Services | None: ...
     @property
     def spend(self) -> Spend | None: ...
+    def emit(self, event: str, **data: Any) -> None: ...
 
 
 CURRENT_CALL: ContextVar[CallSource | None] = ContextVar("ice_mcp_tool_call", default=None)
@@ -65,7 +73,7 @@ def current_call() -> ToolCall | None:
     source = CURRENT_CALL.get()
     if source is None or isinstance(source, ToolCall):
         return source
-    return ToolCall(source.run_id, source.node_path, source.attempt, source.services, source.spend)
+    return ToolCall(source.run_id, source.node_path, source.attempt, source.services, source.spend, source.emit)
 
 
 def current_services() -> Services | None:

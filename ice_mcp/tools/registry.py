@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ice_mcp.blueprint.issues import nearest
+from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.errors import NodeFailure, UnknownName
 
 if TYPE_CHECKING:
@@ -78,6 +79,11 @@ class ToolEntry:
                                      if set(schema) - _ANNOTATION_KEYWORDS)
 
     @property
+    def model_name(self) -> str:
+        """Its name where only `[A-Za-z0-9_-]{1,64}` is accepted (models' tool lists, MCP clients)."""
+        return self.name
+
+    @property
     def properties(self) -> dict[str, Any]:
         return self.input_schema.get("properties", {})
 
@@ -126,6 +132,78 @@ class ToolEntry:
         result = await self.call(arguments)
         output = getattr(result, "output", result)  # a metered tool's NodeResult
         return as_object(output)
+
+
+class _AnyArguments(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(slots=True, eq=False)
+class SchemaToolEntry(ToolEntry):
+    """A tool described by a JSON Schema instead of a Python signature (a tool of an upstream MCP
+    server): arguments are checked against `input_schema` and handed to `function` as one object."""
+
+    input_model: type[BaseModel] = _AnyArguments  # unused: the schema is the contract
+    server: str | None = None  # the upstream MCP server the tool belongs to
+    safe_name: str = ""
+    validator: Any = None  # None when the schema cannot be used here (the tool still checks its arguments)
+
+    def __post_init__(self) -> None:
+        schema = self.input_schema
+        if schema.get("type") != "object" or not isinstance(schema.get("properties", {}), dict):
+            schema = self.input_schema = {"type": "object", "properties": {}}
+        self.parameters = tuple(schema.get("properties", {}))
+        self.constrained = frozenset(name for name, sub in schema.get("properties", {}).items()
+                                     if not isinstance(sub, dict) or set(sub) - _ANNOTATION_KEYWORDS)
+        self.is_async = True
+        self.safe_name = self.safe_name or self.name
+        try:
+            self.validator = schema_validator(schema)
+        except SchemaInvalid:
+            self.validator = None
+
+    @property
+    def model_name(self) -> str:
+        return self.safe_name
+
+    def parse_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.validator is None:
+            return dict(arguments)
+        errors = sorted(self.validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
+        if not errors:
+            return dict(arguments)
+        details = [self._detail(error, arguments) for error in errors[:20]]
+        problems = "; ".join(f"{'.'.join(map(str, d['loc'])) or '(arguments)'}: {d['msg']}" for d in details)
+        raise NodeFailure(f"invalid arguments for tool {self.name!r}: {problems}", code="invalid_arguments",
+                          retryable=False, details={"errors": details})
+
+    def _detail(self, error: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A jsonschema error in the shape pydantic gives (`loc`, `msg`, `type`), read by validation."""
+        loc = list(error.absolute_path)
+        if error.validator == "required":
+            return {"loc": loc, "msg": error.message[:300], "type": "missing"}
+        if error.validator == "additionalProperties" and not loc:
+            unknown = sorted(k for k in arguments if k not in self.properties)
+            hint = nearest(unknown[0], self.parameters) if unknown else None
+            return {"loc": unknown[:1], "type": "extra_forbidden",
+                    "msg": "unknown argument" + (f"; did you mean {hint!r}?" if hint else "")}
+        return {"loc": loc, "msg": error.message[:300], "type": str(error.validator)}
+
+    def type_problem(self, argument: str, kinds: frozenset[str]) -> str | None:
+        """Why a value of one of the JSON types `kinds` cannot be `argument`, when its schema names types."""
+        wanted = self.properties.get(argument, {}).get("type") if isinstance(self.properties.get(argument), dict) \
+            else None
+        accepted = {wanted} if isinstance(wanted, str) else set(wanted) if isinstance(wanted, list) else None
+        if not accepted:
+            return None
+        numeric = {"integer", "number"}
+        if kinds & accepted or (kinds & numeric and accepted & numeric):
+            return None
+        return (f"argument {argument!r} is {' or '.join(sorted(map(str, accepted)))}, but its template renders "
+                f"{' or '.join(sorted(kinds))}")
+
+    async def call_parsed(self, kwargs: dict[str, Any]) -> Any:
+        return await self.function(kwargs)
 
 
 def as_object(value: Any) -> dict[str, Any]:
@@ -223,6 +301,12 @@ class Registry:
         )
         self.tools[entry_name] = entry
         self._changed("tool", entry_name)
+        return entry
+
+    def add(self, entry: ToolEntry) -> ToolEntry:
+        """Register a tool entry built elsewhere (an upstream server's tool), replacing one of its name."""
+        self.tools[entry.name] = entry
+        self._changed("tool", entry.name)
         return entry
 
     def add_agent(self, name: str, config: dict[str, Any], description: str = "") -> AgentEntry:

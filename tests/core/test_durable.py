@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ice_mcp import Orchestrator, Registry, Settings, current_call
+from ice_mcp.engine.journal import replay_from_events
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.store import RunStore
 from ice_mcp.errors import IceError, UnknownName
@@ -59,6 +60,12 @@ async def test_retry_reruns_only_the_failed_node_and_what_follows(orc: Orchestra
     assert retried.outputs == {"last": "n6"}
     assert retried.nodes["n1"].output == {"label": "n1"}  # reused from the failed run's journal
     assert retried.to_dict()["retry_of"] == failed.run_id
+    # The retry journals what it reused, so a crash of the retry itself resumes without running n1-n3.
+    journal = orc.run_events(retried.run_id)
+    assert journal[0]["type"] == "run_started" and journal[0]["data"]["retry_of"] == failed.run_id
+    reused = [e["node_id"] for e in journal if e.get("data", {}).get("reused_from") == failed.run_id]
+    assert reused == ["n1", "n2", "n3"]
+    assert set(replay_from_events(journal).outcomes) == {f"n{i}" for i in range(1, 7)}
 
 
 async def test_retry_from_a_node_reruns_it_and_its_dependents(orc: Orchestrator, counted: Counted) -> None:

@@ -23,6 +23,7 @@ from ice_mcp.engine.templates import (
     TemplateFailure,
     Text,
     _expression_tokens,
+    _wrap,
     compile_expression,
     compile_value,
 )
@@ -369,7 +370,7 @@ EXPRESSION_PIECES = ["a", "b.c", "1", "2.5e3", "0x1f", "1_000", "'s'", '"d\\n"',
 
 
 @given(st.lists(st.sampled_from(EXPRESSION_PIECES), max_size=12))
-def test_the_expression_scanner_yields_jinjas_tokens(pieces: list[str]) -> None:
+def test_the_expression_scanner_yields_jinjas_tokens_and_wraps_them_as_jinja(pieces: list[str]) -> None:
     source = "".join(pieces)
     scanned = _expression_tokens(source)
     try:
@@ -378,6 +379,9 @@ def test_the_expression_scanner_yields_jinjas_tokens(pieces: list[str]) -> None:
         assert scanned is None  # what Jinja refuses, the scanner leaves to Jinja
         return
     assert scanned is None or scanned == jinja
+    wrapped = _wrap(scanned) if scanned is not None else None
+    if wrapped is not None:
+        assert wrapped == list(ENV.lexer.wrap(iter(jinja)))
 
 
 def test_code_is_generated_at_first_render_or_when_prepared() -> None:

@@ -6,10 +6,12 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ice_mcp import BlueprintInvalid, InputsInvalid, Orchestrator, Registry, Settings
 from ice_mcp.blueprint.loading import load_network, parse_text
-from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
+from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validator
 from ice_mcp.errors import IceError
 from ice_mcp.llm.structured import InvalidOutput
 from ice_mcp.llm.structured import validate as validate_output
@@ -205,3 +207,32 @@ def test_many_problems_are_capped_with_a_count(vorc: Orchestrator) -> None:
     assert elapsed < FAST_S
     assert len(report.errors) == 201
     assert report.errors[-1].code == "too_many_issues" and report.errors[-1].message.startswith("600 more")
+
+
+# -- the shortcut for simple input schemas agrees with the validator ------------------------------
+
+_SIMPLE_TYPES = st.sampled_from(["string", "number", "integer", "boolean", "null", "object", "array"])
+_SUBSCHEMA = st.one_of(st.just({}), st.builds(lambda t: {"type": t}, _SIMPLE_TYPES),
+                       st.builds(lambda ts: {"type": ts, "description": "d"}, st.lists(_SIMPLE_TYPES, min_size=1,
+                                                                                      max_size=3, unique=True)))
+_NAMES = st.sampled_from(["a", "b", "c"])
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+                     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+                     max_leaves=4)
+
+
+@given(properties=st.dictionaries(_NAMES, _SUBSCHEMA, max_size=3), required=st.lists(_NAMES, max_size=2, unique=True),
+       closed=st.booleans(), instance=st.dictionaries(_NAMES, _JSON, max_size=3))
+def test_the_quick_check_accepts_exactly_what_the_validator_accepts(
+        properties: dict[str, Any], required: list[str], closed: bool, instance: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": not closed}
+    quick = quick_check(schema)
+    assert quick is not None
+    assert quick(instance) == schema_validator(schema).is_valid(instance)
+
+
+def test_other_schemas_get_no_quick_check() -> None:
+    for schema in ({"type": "object", "properties": {"a": {"type": "string", "minLength": 2}}},
+                   {"type": "object", "patternProperties": {"^a": {}}}, {"type": "object", "anyOf": [{}]},
+                   {"type": "object", "additionalProperties": {"type": "string"}}):
+        assert quick_check(schema) is None

@@ -28,7 +28,7 @@ from ice_mcp import (
     tool,
 )
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.orchestrator import ExpiringKeys
+from ice_mcp.handles import ExpiringKeys
 
 from .helpers import blueprint
 from .helpers import tool as tool_node
@@ -107,7 +107,7 @@ async def test_node_types_are_the_orchestrators_own(registry: Registry, settings
     assert (await plain.run(bp)).nodes["t"].status == "skipped"
     assert (await custom.run(bp)).nodes["t"].status == "succeeded" and seen == ["c"]
     assert set(plain.node_types) == {"tool", "condition", "loop", "parallel", "workflow", "llm", "agent", "code",
-                                     "recursive"}
+                                     "recursive", "human"}
     await plain.aclose()
 
 

@@ -1,6 +1,7 @@
 """MCP replicas as separate `ice-mcp serve --http --state redis://...` processes on one real Redis: any
 replica answers for any run, streams its progress, cancels it, hears catalogue changes; and a client
-spreading 300 workflow calls over three replicas loses none when one is SIGKILLed and restarted."""
+spreading 300 workflow calls over three replicas loses none when one is SIGKILLed and restarted, whether
+the replicas run the runs (embedded) or two `ice-mcp worker` processes do (Temporal)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import httpx2
 import mcp_types as types
 import pytest
 from live import ServerProcess
-from mcp_helpers import ADMIN, http_client, structured
+from mcp_helpers import ADMIN, http_client, structured, subprocess_env
+
+from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
 
 MODERN = "2026-07-28"
 
@@ -41,16 +44,33 @@ class Replicas:
         for bp in (chain("six", [f"n{i}" for i in range(1, 7)], 0.2), chain("relay", ["r1", "r2", "r3"], 0.1)):
             (folder / f"{bp['name']}.json").write_text(json.dumps(bp))
         self.servers: list[ServerProcess] = []
+        self.engine_args: list[str] = []  # for every replica: which engine runs the runs
+        self.others: list[Child] = []  # a Temporal dev server and workers, stopped last
+        self.env = {"ICE_TEST_MARKS": str(self.marks), "ICE_MCP_LEASE_SECONDS": "5"}
 
     def add(self, *args: str) -> ServerProcess:
         workspace = self.root / f"replica{len(self.servers)}"
         workspace.mkdir()
         server = ServerProcess(workspace, "--state", self.state_url, "--tools", "durable_tools",
-                               "--blueprints", str(self.root / "blueprints"), *args,
-                               env={"ICE_TEST_MARKS": str(self.marks), "ICE_MCP_LEASE_SECONDS": "5"})
+                               "--blueprints", str(self.root / "blueprints"), *self.engine_args, *args, env=self.env)
         self.servers.append(server)
         server.start()
         return server
+
+    def on_temporal(self, workers: int) -> None:
+        """Replicas added from now on hand their runs to `workers` worker processes on a Temporal dev server."""
+        temporal = TemporalDevServer(self.root / "temporal", persist=False)
+        self.others.append(temporal)
+        temporal.start()
+        self.engine_args = ["--engine", "temporal", "--temporal", temporal.address]
+        for number in range(workers):
+            workspace = self.root / f"worker{number}"
+            workspace.mkdir()
+            worker = Child(f"worker {number}", ice_mcp_argv("worker", "--temporal", temporal.address, "--state",
+                                                            self.state_url, "--tools", "durable_tools"),
+                           workspace / "worker.log", {**subprocess_env(workspace), **self.env})
+            self.others.append(worker)
+            worker.start()
 
     def counts(self) -> Counter[str]:
         return Counter(line.split()[0] for line in self.marks.read_text().splitlines())
@@ -58,6 +78,8 @@ class Replicas:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+        for other in reversed(self.others):
+            other.stop()
 
 
 @pytest.fixture
@@ -162,7 +184,10 @@ def answer_of(response: httpx2.Response) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(replicas: Replicas) -> None:
+@pytest.mark.parametrize("engine", ["embedded", "temporal"])
+async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(replicas: Replicas, engine: str) -> None:
+    if engine == "temporal":
+        replicas.on_temporal(workers=2)
     servers = [replicas.add("--stateless", "--wait-seconds", "55") for _ in range(3)]
     turn = itertools.count()
     finished: dict[str, dict[str, Any]] = {}
@@ -224,5 +249,5 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
     # before the kill: an interrupted run repeats at most that one and the node in flight.
     interrupted = retries.total() - retries["ConnectError"]  # calls refused at connect started nothing
     assert sum(counts.values()) - 900 <= 2 * interrupted
-    print(f"\n300 calls in {elapsed:.1f} s; replica killed after {killed_at}; {retries.total()} retried calls; "
+    print(f"\n{engine}: 300 calls in {elapsed:.1f} s; replica killed after {killed_at}; {retries.total()} retried calls; "
           f"nodes run again: {sum(counts.values()) - 900}; retried because: {dict(retries)}")

@@ -13,7 +13,6 @@ import pytest
 
 from ice_mcp import NodeResult, Orchestrator, Registry, Settings
 from ice_mcp.engine.events import Event
-from ice_mcp.orchestrator import RemoteRunHandle
 
 STEP = 0.15
 
@@ -80,7 +79,7 @@ async def test_any_replica_answers_for_a_run_and_streams_its_events(replicas: Re
     assert [r.run_id for r in b.list_runs(status="running")] == [handle.run_id]
 
     followed = b.watch(handle.run_id)
-    assert isinstance(followed, RemoteRunHandle) and not followed.done
+    assert followed is not None and followed.plan is None and not followed.done  # followed through the store
     heard: list[Event] = []
     followed.subscribe(heard.append)
     # Mid-run, the owner's snapshots show the nodes done so far on the other replica.
@@ -121,7 +120,7 @@ async def test_the_same_key_on_another_replica_attaches_to_the_run(replicas: Rep
     first = await a.start("three", {}, idempotency_key="k-1")
     await until(lambda: b.get_run(first.run_id))
     again = await b.start("three", {}, idempotency_key="k-1")
-    assert again.run_id == first.run_id and isinstance(again, RemoteRunHandle)
+    assert again.run_id == first.run_id and again.plan is None  # followed: its owner runs it
     assert (await again.wait(timeout=10)).status == "succeeded"
     done = await b.start("three", {}, idempotency_key="k-1")
     assert done.run_id == first.run_id and done.done
@@ -134,7 +133,7 @@ async def test_a_gone_owners_run_is_taken_over_by_the_replica_asked_for_it(repli
     await until(lambda: any(e.type == "node_succeeded" for e in handle.events.events))
     await a.aclose(suspend=True)  # as a stopping server does: the run stays `running`, the lease is given up
     again = await b.start("three", {}, idempotency_key="k-2")
-    assert again.run_id == handle.run_id and not isinstance(again, RemoteRunHandle)
+    assert again.run_id == handle.run_id and again.plan is not None  # taken over: it runs here
     record = await again.wait(timeout=10)
     assert record.status == "succeeded"
     events = b.run_events(handle.run_id)

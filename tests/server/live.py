@@ -3,29 +3,59 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import httpx2
-from mcp_helpers import ROOT, free_port, serve_subprocess, subprocess_env, write_blueprints
+from mcp_helpers import (
+    ROOT,
+    free_port,
+    serve_subprocess,
+    stop_process,
+    subprocess_env,
+    wait_for_healthz,
+    write_blueprints,
+)
 
 # What the issue asks: the server keeps answering /healthz within 100 ms during any hostile call.
 HEALTHZ_LIMIT_S = 0.100
 
 
-@dataclass
 class HealthWatch:
-    """Latencies of /healthz probes sent from another client while a hostile call is in flight."""
+    """Latencies of /healthz probes sent by a second client, in a process of its own (so the test's own
+    work cannot delay them), while a hostile call is in flight."""
 
-    latencies: list[float] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
+    def __init__(self, receiver: Connection) -> None:
+        self._receiver = receiver
+        self._active = True
+        self._latencies: list[float] = []
+        self._failures: list[str] = []
+
+    def _drain(self) -> None:
+        while self._active and self._receiver.poll():
+            self.record(*self._receiver.recv())
+
+    def record(self, latency: float, failure: str) -> None:
+        self._latencies.append(latency)
+        if failure:
+            self._failures.append(failure)
+
+    @property
+    def latencies(self) -> list[float]:
+        self._drain()
+        return self._latencies
+
+    @property
+    def failures(self) -> list[str]:
+        self._drain()
+        return self._failures
 
     @property
     def worst(self) -> float:
@@ -40,32 +70,67 @@ class HealthWatch:
         )
 
 
+def _prober(commands: Connection, results: Connection) -> None:
+    """The prober process: for each (url, interval) it receives, GET url every interval seconds and send back
+    (latency, failure) until it receives None; then send "done"."""
+    with httpx2.Client(timeout=5.0) as client:
+        while (command := commands.recv()) is not None:
+            url, interval = command
+            while not commands.poll(interval):
+                started = time.perf_counter()
+                failure = ""
+                try:
+                    response = client.get(url)
+                    if response.status_code != 200:
+                        failure = f"status {response.status_code}"
+                except httpx2.HTTPError as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                results.send((time.perf_counter() - started, failure))
+            if commands.recv() is not None:
+                raise RuntimeError("the prober expected a stop")
+            results.send("done")
+
+
+class _Prober:
+    """One prober process per test process, started on first use (a process start takes a while)."""
+
+    process: Any = None
+    commands: Connection
+    results: Connection
+
+    @classmethod
+    def ready(cls) -> type[_Prober]:
+        if cls.process is None or not cls.process.is_alive():
+            context = multiprocessing.get_context("spawn")  # no fork of a process running threads and loops
+            cls.commands, child_commands = context.Pipe()
+            child_results, cls.results = context.Pipe()
+            cls.process = context.Process(target=_prober, args=(child_commands, child_results), daemon=True)
+            cls.process.start()
+        return cls
+
+
 @contextlib.contextmanager
 def healthz_watch(base_url: str, interval: float = 0.02) -> Iterator[HealthWatch]:
-    """Probe `base_url`/healthz from a thread of its own until the block ends."""
-    watch = HealthWatch()
-    stop = threading.Event()
-
-    def probe() -> None:
-        with httpx2.Client(timeout=5.0) as client:
-            while not stop.is_set():
-                started = time.perf_counter()
-                try:
-                    response = client.get(f"{base_url}/healthz")
-                    if response.status_code != 200:
-                        watch.failures.append(f"status {response.status_code}")
-                except httpx2.HTTPError as exc:
-                    watch.failures.append(f"{type(exc).__name__}: {exc}")
-                watch.latencies.append(time.perf_counter() - started)
-                stop.wait(interval)
-
-    thread = threading.Thread(target=probe, name="healthz-watch", daemon=True)
-    thread.start()
+    """Probe `base_url`/healthz from a process of its own until the block ends."""
+    prober = _Prober.ready()
+    prober.commands.send((f"{base_url}/healthz", interval))
+    watch = HealthWatch(prober.results)
     try:
+        # The first probe opens the prober's connection: wait for it, and count only the probes after it.
+        if not prober.results.poll(30):
+            raise RuntimeError("the /healthz prober did not answer")
+        prober.results.recv()
         yield watch
     finally:
-        stop.set()
-        thread.join(timeout=10)
+        prober.commands.send(None)
+        while True:  # everything up to the prober's "done" belongs to this watch
+            if not prober.results.poll(30):
+                raise RuntimeError("the /healthz prober stopped answering")
+            item = prober.results.recv()
+            if item == "done":
+                break
+            watch.record(*item)
+        watch._active = False  # what the pipe carries next is another watch's
 
 
 @contextlib.contextmanager
@@ -96,16 +161,8 @@ class ServerProcess:
                 [sys.executable, "-m", "ice_mcp", "serve", "--http", "--port", str(port), *self.args],
                 cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=log,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx2.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self.url
-            except httpx2.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("server did not answer /healthz in 30 s")
+        wait_for_healthz(self.proc, self.url, self.log)
+        return self.url
 
     def kill(self) -> None:
         """SIGKILL, and reap the process (a zombie would still look alive to the next server)."""
@@ -114,12 +171,8 @@ class ServerProcess:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def rpc(self, method: str, **params: Any) -> Any:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}

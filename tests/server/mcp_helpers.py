@@ -192,7 +192,6 @@ def structured(result: Any) -> dict[str, Any]:
 @contextlib.contextmanager
 def serve_subprocess(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`python -m ice_mcp.server serve --http` on a free port; yields the base URL once /healthz answers."""
-    import httpx2
 
     port = free_port()
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
@@ -206,23 +205,40 @@ def serve_subprocess(*args: str, env: dict[str, str] | None = None) -> Iterator[
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}")
-            try:
-                if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
+        wait_for_healthz(proc, url)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         stderr.close()
+
+
+def wait_for_healthz(proc: subprocess.Popen[bytes], url: str, log: Path | None = None, timeout: float = 30) -> None:
+    """Return once `url`/healthz answers 200; a clear error (with the log's tail) if the process exits or stalls."""
+    import httpx2
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text()[-2000:] if log is not None and log.exists() else ""
+            state = f"exited with {proc.returncode}" if proc.poll() is not None else f"no /healthz in {timeout} s"
+            raise RuntimeError(f"server {state}: {tail}")
+        try:
+            if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            time.sleep(0.05)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s; the process is reaped either way."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def write_blueprints(folder: Path) -> Path:
@@ -249,10 +265,11 @@ def subprocess_env(workspace: Path) -> dict[str, str]:
 
 
 def external_tools() -> Path:
-    """Node 22, the conformance suite and the Inspector, installed by scripts/setup_mcp.sh (idempotent)."""
-    conformance = TOOLS / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
-    inspector = TOOLS / "node_modules" / "@modelcontextprotocol" / "inspector" / "package.json"
-    if not (NODE.exists() and conformance.exists() and inspector.exists()):
+    """Node 22, the conformance suite, the Inspector and the TypeScript SDK, installed by scripts/setup_mcp.sh
+    (idempotent)."""
+    packages = [TOOLS / "node_modules" / "@modelcontextprotocol" / name / "package.json"
+                for name in ("conformance", "inspector", "sdk")]
+    if not (NODE.exists() and all(package.exists() for package in packages)):
         subprocess.run(
             ["bash", str(ROOT / "scripts" / "setup_mcp.sh")], check=True, stdout=subprocess.DEVNULL
         )

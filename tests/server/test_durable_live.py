@@ -17,6 +17,7 @@ from mcp_helpers import ADMIN, http_client, structured
 from ice_mcp.engine.store import RunStore
 
 STEP = 0.4  # seconds each node waits: long enough to kill a server while a node is in flight
+JOURNAL_LATENCY = 0.05  # seconds the store may take to commit an event (it collects them every 5 ms)
 
 
 def chain(name: str, labels: list[str]) -> dict[str, Any]:
@@ -110,6 +111,9 @@ def test_a_killed_server_resumes_the_run_on_restart(cluster: Cluster, workflow: 
     first = cluster.server()
     run_id = first.rpc("workflow.run", name=workflow, wait_seconds=0)["run_id"]
     cluster.wait_for_mark(in_flight)
+    # The journal reaches the store within a few ms of each event: give the node finished just before
+    # `in_flight` started that long (a crash sooner may repeat it, which is at-least-once), then kill.
+    time.sleep(JOURNAL_LATENCY)
     first.kill()
 
     second = cluster.server()
@@ -142,6 +146,7 @@ def test_two_servers_share_a_folder_and_take_over_a_dead_owners_run(cluster: Clu
     cluster.marks.write_text("")
     orphan = owner.rpc("workflow.run", name="six", wait_seconds=0)["run_id"]
     cluster.wait_for_mark("n2")
+    time.sleep(JOURNAL_LATENCY)  # n1's end is in the store
     owner.kill()
     killed_at = time.monotonic()
     store = RunStore.in_data_dir(cluster.root / ".ice")

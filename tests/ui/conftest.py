@@ -6,12 +6,10 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -89,7 +87,7 @@ async def use_token(page: Any, token: str = ADMIN) -> None:
 @contextlib.contextmanager
 def ui_viewer(workspace: Path, *args: str) -> Iterator[str]:
     """`ice-mcp ui` as a subprocess on the workspace's data folder; yields its base URL."""
-    from mcp_helpers import free_port, subprocess_env
+    from mcp_helpers import free_port, stop_process, subprocess_env, wait_for_healthz
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -99,20 +97,7 @@ def ui_viewer(workspace: Path, *args: str) -> Iterator[str]:
                                 env={**subprocess_env(workspace), **server_env()}, stdout=subprocess.DEVNULL,
                                 stderr=sink)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ice-mcp ui did not start: {log.read_text()[-2000:]}")
-            try:
-                if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
+        wait_for_healthz(proc, url, log)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -11,13 +11,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ice_mcp.engine.templates import Scope
+from ice_mcp.errors import IceError
 
 _SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 PlanLookup = Callable[[str], Any]
 
 
-class NotRenderable(Exception):
+class NotRenderable(IceError):
     """Why a node's inputs cannot be rebuilt (an unknown node, a loop item that was never reached...)."""
+
+    code = "not_renderable"
 
 
 def outputs_from_events(events: list[dict[str, Any]]) -> dict[str, Any]:

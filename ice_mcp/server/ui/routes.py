@@ -119,7 +119,8 @@ class RunsFeed:
         if store is None:
             live = self.orc.list_runs(status=status, workflow=workflow, limit=limit)
         else:  # only the runs this process is running are newer in memory than in the store
-            handles = [self.orc.get_handle(row["run_id"]) for row in rows.values() if row["status"] == "running"]
+            handles = [self.orc.get_handle(row["run_id"]) for row in rows.values()
+                       if row["status"] in ("running", "input_required")]  # input_required: a human node waits
             live = [handle.record for handle in handles if handle is not None]
         rows.update((record.run_id, run_summary(record)) for record in live)
         kept = [row for row in rows.values() if status in (None, row["status"])]
@@ -405,11 +406,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         record = record_of(run_id)
         if record.done:
             raise UiError(409, "run_finished", f"run {run_id} already ended ({record.status})")
-        handle = orc.get_handle(run_id)
-        if handle is None or handle.done:
-            raise UiError(409, "run_elsewhere", "another server process runs this run: cancel it there "
-                                                "(run_cancel on that server)")
-        await orc.cancel(run_id)
+        await orc.cancel(run_id)  # here, or (a signal through the store) in the process that runs it
         return _json({"run_id": run_id, "status": record_of(run_id).status})
 
     async def retry(request: Request) -> Response:

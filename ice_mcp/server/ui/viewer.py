@@ -21,6 +21,7 @@ def add_ui_command(subparsers: Any) -> None:
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=DEFAULT_PORT)
     ui.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    ui.add_argument("--state", metavar="URL", help="the run store a cluster shares: redis://HOST:PORT/DB (ICE_MCP_STATE)")
     ui.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
     ui.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
     ui.add_argument("--blueprints", action="append", default=[], metavar="DIR",
@@ -62,12 +63,14 @@ def _orchestrator(args: argparse.Namespace) -> Any:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
     from ice_mcp.bundled import bundled_dir
-    from ice_mcp.orchestrator import Orchestrator, import_tool_modules
+    from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.settings import Settings
+    from ice_mcp.tools.modules import import_tool_modules
     from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
     import_tool_modules(args.tools)
-    orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace),
+    orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
+                                                         state_url=args.state),
                        registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     folders = [bundled_dir("blueprints")] if args.templates else []
     for folder in [*folders, *args.blueprints]:

@@ -304,8 +304,8 @@ async function runView(runId, signal) {
   const renderHead = () => {
     const actions = h('span', { class: 'actions' });
     if (session.admin && run.status === 'running') {
-      add(actions, h('button', { type: 'button', id: 'cancel-run', class: 'danger', disabled: !here,
-        title: here ? 'cancel this run' : 'another server process runs this run: cancel it there',
+      add(actions, h('button', { type: 'button', id: 'cancel-run', class: 'danger',
+        title: here ? 'cancel this run' : 'cancel this run (another process runs it: it hears through the store)',
         onclick: async (event) => {
           event.target.disabled = true;
           try { await api(`/ui/api/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST', body: {} }); } catch (error) { side.prepend(errorBox(error)); event.target.disabled = false; }

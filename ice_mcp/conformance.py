@@ -1,10 +1,10 @@
-"""Conformance-suite fixtures (`serve --conformance-fixtures`).
+"""The official MCP conformance suite's fixtures, as an extension module (`serve --conformance-fixtures`,
+the same as `serve --extend ice_mcp.conformance`).
 
-The official conformance suite calls fixed names (`test_simple_text`, `test://static-text`,
-`test_simple_prompt`, ...). This mode registers those tools in the orchestrator's registry (so
-they are listed through the normal catalogue, under their bare names) and answers them natively:
-their results are MCP content blocks and server-to-client requests, not workflow runs.
-Test-only: never enabled by default.
+The suite calls fixed names (`test_simple_text`, `test://static-text`, `test_simple_prompt`, `slow_compute`,
+...). The content fixtures are native tools, resources and prompts added through the server's public
+extension point; the task fixtures are ordinary blueprints (with `human` nodes where the suite asks for
+input), so the suite drives the same runs, tasks and questions every user gets. Never enabled by default.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 import mcp_types as types
 from mcp import MCPError
 
+from ice_mcp.errors import IceError, NodeFailure
+from ice_mcp.server.additions import ServerAdditions
 from ice_mcp.server.envelope import to_json
 
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -61,33 +63,14 @@ def _content(answer: Any, key: str) -> Any:
 
 
 class Fixtures:
-    """The fixture tools, resources and prompts, answered natively."""
+    """The content fixtures, answered natively: MCP content blocks and server-to-client requests."""
 
-    def __init__(self, orc: Any) -> None:
+    def __init__(self, orc: Any, additions: ServerAdditions) -> None:
         self.orc = orc
-        self.subscriptions: set[str] = set()
-        self.notifier: Any = None  # set by build_server
-        self.tools: dict[str, Handler] = {
-            name.removeprefix("_t_"): getattr(self, name)
-            for name in dir(self)
-            if name.startswith("_t_")
-        }
+        self.additions = additions
 
-    # -- registry ---------------------------------------------------------------------------
-
-    def register(self) -> list[str]:
-        """Put every fixture tool in the registry (schemas from these signatures)."""
-        for name, signature in FIXTURE_SIGNATURES.items():
-            self.orc.registry.add_tool(
-                signature, name=name, description=FIXTURE_DOCS.get(name, name)
-            )
-        return list(FIXTURE_SIGNATURES)
-
-    def handles(self, name: str) -> bool:
-        return name in self.tools
-
-    async def call(self, name: str, ctx: Ctx, params: types.CallToolRequestParams) -> Any:
-        return await self.tools[name](ctx, dict(params.arguments or {}), params)
+    def handlers(self) -> dict[str, Handler]:
+        return {name.removeprefix("_t_"): getattr(self, name) for name in dir(self) if name.startswith("_t_")}
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -413,8 +396,11 @@ class Fixtures:
         return _text("tool list changed")
 
     async def _t_test_trigger_prompt_change(self, ctx: Ctx, args: dict[str, Any], p: Any) -> Any:
-        if self.notifier is not None:
-            await self.notifier.prompts_changed()
+        # A real change of the prompt list: add a prompt, then remove it.
+        prompt = types.Prompt(name="conformance_dynamic", description="Added and removed at once")
+        self.additions.add_prompt(prompt, lambda params: types.GetPromptResult(messages=[]))
+        self.additions.remove_prompt(prompt.name)
+        await asyncio.sleep(0.05)
         return _text("prompt list changed")
 
     # -- resources -----------------------------------------------------------------------------
@@ -450,6 +436,18 @@ class Fixtures:
                 description="A resource template",
             )
         ]
+
+    def read_known(self, uri: str) -> types.ReadResourceResult:
+        found = self.read(uri)
+        if found is None:
+            raise MCPError(-32002, f"Resource not found: {uri}", data={"uri": uri})
+        return found
+
+    def get_known_prompt(self, params: types.GetPromptRequestParams) -> types.GetPromptResult | types.InputRequiredResult:
+        found = self.get_prompt(params)
+        if found is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name}")
+        return found
 
     def read(self, uri: str) -> types.ReadResourceResult | None:
         contents: types.TextResourceContents | types.BlobResourceContents
@@ -556,52 +554,90 @@ class Fixtures:
         return types.GetPromptResult(messages=messages)
 
 
-def _sig(**params: Any) -> Callable[..., Any]:
-    """A function whose signature gives the registry the fixture's input schema."""
-
-    def fixture(**kwargs: Any) -> dict[str, Any]:
-        return {"fixture": True, **kwargs}
-
-    import inspect
-
-    fixture.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=v)
-            for k, v in params.items()
-        ]
-    )
-    fixture.__annotations__ = dict(params)
-    return fixture
-
-
-FIXTURE_SIGNATURES: dict[str, Callable[..., Any]] = {
-    name: _sig()
-    for name in (
-        "test_simple_text",
-        "test_image_content",
-        "test_audio_content",
-        "test_embedded_resource",
-        "test_multiple_content_types",
-        "test_tool_with_logging",
-        "test_logging_tool",
-        "test_tool_with_progress",
-        "test_elicitation_sep1034_defaults",
-        "test_elicitation_sep1330_enums",
-        "test_error_handling",
-        "test_missing_capability",
-        "test_streaming_elicitation",
-        "test_input_required_result_elicitation",
-        "test_input_required_result_sampling",
-        "test_input_required_result_list_roots",
-        "test_input_required_result_request_state",
-        "test_input_required_result_multiple_inputs",
-        "test_input_required_result_multi_round",
-        "test_input_required_result_tampered_state",
-        "test_input_required_result_capabilities",
-        "test_trigger_tool_change",
-        "test_trigger_prompt_change",
-    )
+NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "test_sampling": {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
+    "test_elicitation": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
 }
-FIXTURE_SIGNATURES["test_sampling"] = _sig(prompt=str)
-FIXTURE_SIGNATURES["test_elicitation"] = _sig(message=str)
-FIXTURE_DOCS: dict[str, str] = {name: f"Conformance fixture {name}" for name in FIXTURE_SIGNATURES}
+
+
+def _seconds(value: str) -> dict[str, Any]:
+    return {"id": "work", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": value}}
+
+
+# The tasks scenarios' fixtures: ordinary workflows, so the suite drives real runs, tasks and questions.
+TASK_WORKFLOWS: list[dict[str, Any]] = [
+    {"name": "slow_compute", "description": "Sleeps `seconds`, then answers (a task when it takes a while).",
+     "inputs": {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0},
+                                                 "label": {"type": "string"}}, "required": ["seconds"]},
+     "outputs": {"label": "{{ inputs.label }}", "slept": "{{ work.slept }}"},
+     "nodes": [_seconds("{{ inputs.seconds }}")]},
+    {"name": "failing_job", "description": "Fails after about a second (always a task).", "execution": "task",
+     "nodes": [_seconds("1"), {"id": "fail", "type": "tool", "tool_name": "conformance_fail",
+                              "tool_args": {"why": "{{ work.slept }}"}}]},
+    {"name": "protocol_error_job", "description": "Breaks inside the server (always a task).", "execution": "task",
+     "nodes": [{"id": "crash", "type": "tool", "tool_name": "conformance_crash"}]},
+    {"name": "confirm_delete", "description": "Asks to confirm, then deletes (always a task).", "execution": "task",
+     "inputs": {"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]},
+     "outputs": {"deleted": "{{ inputs.filename }}", "confirmed": "{{ ask.answer.confirm }}"},
+     "nodes": [{"id": "ask", "type": "human", "prompt": "Delete {{ inputs.filename }}?",
+                "schema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}}]},
+    {"name": "multi_input", "description": "Asks two questions at once (always a task).", "execution": "task",
+     "outputs": {"name": "{{ name.answer.name }}", "confirm": "{{ sure.answer.confirm }}"},
+     "nodes": [{"id": "name", "type": "human", "prompt": "What is your name?", "schema": NAME_SCHEMA},
+               {"id": "sure", "type": "human", "prompt": "Are you sure?",
+                "schema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}}]},
+    {"name": "test_tool_with_task", "description": "Asks a name in the call, then goes on as a task.",
+     "outputs": {"greeting": "Hello, {{ user_name.answer.name }}!"},
+     "nodes": [{"id": "user_name", "type": "human", "prompt": "What is your name?", "schema": NAME_SCHEMA},
+               {**_seconds("2"), "dependencies": ["user_name"]}]},
+]
+
+
+def conformance_fail(why: Any = None) -> dict[str, Any]:
+    """Fails like a tool does (a tool error the model reads)."""
+    raise NodeFailure(f"the job failed (after {why} s)", code="job_failed", retryable=False)
+
+
+def conformance_crash() -> dict[str, Any]:
+    """Fails like the server itself broke (a task `failed`, not a tool error)."""
+    raise IceError("the fixture broke inside the server", code="internal_error")
+
+
+async def _greet(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    return _text(f"Hello, {(params.arguments or {}).get('name')}!")
+
+
+def extend(orc: Any, additions: ServerAdditions) -> None:
+    """Add every fixture to a server (the extension point's entry)."""
+    orc.registry.add_tool(conformance_fail)
+    orc.registry.add_tool(conformance_crash)
+    for blueprint in TASK_WORKFLOWS:
+        orc.register_blueprint(blueprint, origin="conformance")
+        additions.advertise_bare(blueprint["name"])
+    greet = types.Tool(name="greet", description="Says hello (never a task).",
+                       input_schema={"type": "object", "properties": {"name": {"type": "string"}},
+                                     "required": ["name"]})
+    additions.add_tool(greet, _greet)
+    fixtures = Fixtures(orc, additions)
+    for name, handler in sorted(fixtures.handlers().items()):
+        tool = types.Tool(name=name, description=f"Conformance fixture {name}",
+                          input_schema=ARGUMENTS.get(name, NO_ARGUMENTS))
+        additions.add_tool(tool, _native(handler))
+    for resource in fixtures.resources():
+        additions.add_resource(resource, fixtures.read_known)
+    for template in fixtures.templates():
+        additions.add_template(template, _is_template_uri, fixtures.read_known)
+    for prompt in fixtures.prompts():
+        additions.add_prompt(prompt, fixtures.get_known_prompt)
+
+
+def _native(handler: Handler) -> Any:
+    async def call(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+        return await handler(ctx, dict(params.arguments or {}), params)
+
+    return call
+
+
+def _is_template_uri(uri: str) -> bool:
+    return uri.startswith("test://template/") and uri.endswith("/data")

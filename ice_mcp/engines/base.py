@@ -1,0 +1,104 @@
+"""The one interface an orchestrator runs its runs through (start, watch, cancel, resume, list). Every engine
+gives back a `RunHandle` (kept in ice_mcp.handles), so nothing above the orchestrator knows which engine runs a run."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ice_mcp.handles import RunHandle
+
+if TYPE_CHECKING:
+    from ice_mcp.engine.context import Spend
+    from ice_mcp.engine.events import Event, Listener
+    from ice_mcp.engine.journal import Replay
+    from ice_mcp.engine.plan import Plan
+    from ice_mcp.engine.records import RunRecord
+    from ice_mcp.engine.store import StoredRun
+
+__all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle"]
+
+RECENT_RUNS = 512
+
+
+class LiveRuns:
+    """The runs this process started or follows, by id: every live one, and the latest finished ones."""
+
+    def __init__(self, limit: int = RECENT_RUNS) -> None:
+        self.limit = limit
+        self._handles: OrderedDict[str, RunHandle] = OrderedDict()
+
+    def get(self, run_id: str) -> RunHandle | None:
+        return self._handles.get(run_id)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._handles
+
+    def values(self) -> list[RunHandle]:
+        return list(self._handles.values())
+
+    def drop(self, run_id: str) -> None:
+        self._handles.pop(run_id, None)
+
+    def add(self, handle: RunHandle) -> None:
+        self._handles[handle.run_id] = handle
+        while len(self._handles) > self.limit:
+            oldest_id, oldest = next(iter(self._handles.items()))
+            if not oldest.done:
+                break
+            del self._handles[oldest_id]
+
+
+@dataclass(slots=True)
+class Launch:
+    """One run for an engine to execute: a new run, a retry (`replay`: the finished nodes it reuses) or a
+    resumed one (`replay` and `journal`: its events so far)."""
+
+    plan: Plan
+    record: RunRecord
+    replay: Replay | None = None
+    idempotency_key: str | None = None
+    listeners: list[Listener] = field(default_factory=list)
+    globals: dict[str, Any] = field(default_factory=dict)
+    parent_spend: Spend | None = None
+    caller: str | None = None
+    journal: list[Event] | None = None
+    # Registered workflows the plan may call (name -> blueprint document), for engines that run elsewhere.
+    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    """What the orchestrator asks of an engine. `runs` holds the handles of the runs this process follows."""
+
+    name: str
+    runs: LiveRuns
+
+    def launch(self, run: Launch) -> RunHandle:
+        """Start the run (the store hears of it first) and return its handle at once."""
+        ...
+
+    def follow(self, stored: StoredRun) -> RunHandle | None:
+        """A handle on a `running` run kept in the store that this process does not follow yet (a retried
+        call's idempotency key found it), or None when it cannot be followed here."""
+        ...
+
+    async def cancel(self, run_id: str) -> bool:
+        """Ask a run to stop, wherever it runs; True when it was running."""
+        ...
+
+    def cancel_here(self, run_id: str) -> None:
+        """Another process asked, through the store, for a run to stop: stop it if this process runs it."""
+        ...
+
+    def recover(self) -> int:
+        """At server start: take over the runs interrupted by a server that stopped; returns how many."""
+        ...
+
+    def caller_spend(self, caller: str, budget_usd: float) -> Spend:
+        """The caller's spend so far against its budget, as every run of this engine sees it."""
+        ...
+
+    async def aclose(self, *, suspend: bool) -> None:
+        """Stop following runs; without `suspend`, stop the runs this process started too."""
+        ...

@@ -1,0 +1,62 @@
+"""Following a run another process runs, through the run store: its journal's new events fed to a local
+event log as they are kept, and its record read back as it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+
+from ice_mcp.engine.events import Event, EventLog
+from ice_mcp.engine.records import NodeRecord, RunRecord
+from ice_mcp.engine.stores import RunStorage
+from ice_mcp.errors import IceError
+
+logger = logging.getLogger(__name__)
+
+
+def follow_event(record: RunRecord, event: Event) -> None:
+    """Keep a followed run's live record up to date with its top-level nodes' events."""
+    if not event.top_level or event.node_id is None:
+        return
+    node = record.nodes.setdefault(event.node_id, NodeRecord())
+    data = event.data
+    if event.type == "node_started":
+        node.status, node.attempts = "running", event.attempt or 1
+    elif event.type in ("node_succeeded", "node_failed"):
+        node.status = "succeeded" if event.type == "node_succeeded" else "failed"
+        node.attempts = event.attempt or node.attempts
+        node.output, node.error = data.get("output"), data.get("error")
+        node.duration_ms, node.cost_usd = float(data.get("duration_ms") or 0.0), float(data.get("cost_usd") or 0.0)
+    elif event.type in ("node_skipped", "node_cancelled"):
+        node.status = event.type.removeprefix("node_")
+
+
+def take_record(record: RunRecord, kept: RunRecord) -> RunRecord:
+    """Make `record` (the object handles hold) what `kept` says, field by field."""
+    for item in dataclasses.fields(RunRecord):
+        setattr(record, item.name, getattr(kept, item.name))
+    return record
+
+
+async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog) -> RunRecord:
+    """Feed the run's kept events after those in `events` to it until the stored record says the run ended
+    (read after each quiet second and after `run_finished`); the record as it stands if the store goes away."""
+    after = events.events[-1].seq if events.events else -1
+    try:
+        async with contextlib.aclosing(store.follow(record.run_id, after)) as batches:
+            async for batch in batches:
+                for data in batch:
+                    follow_event(record, events.add(Event.from_dict(data)))
+                if not batch or any(e["type"] == "run_finished" for e in batch):
+                    kept = await asyncio.to_thread(store.get, record.run_id)
+                    if kept is not None and kept.done:
+                        take_record(record, kept)
+                    elif kept is not None:  # its nodes as the events say; whether it waits for a person
+                        record.status, record.questions = kept.status, kept.questions
+                    if record.done:
+                        break
+    except IceError as exc:
+        logger.warning("following run %s stopped: %s", record.run_id, exc.message)
+    return record

@@ -1,0 +1,138 @@
+"""The activities a worker runs: one attempt of a node that does I/O (with the embedded engine's executors and
+the call's idempotency key), and the local activities that keep a run's journal and record in the shared store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from ice_mcp.blueprint.models import NodeSpec
+from ice_mcp.engine.context import RunContext, Spend
+from ice_mcp.engine.events import Event, EventLog
+from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.engine.plan import PlanNode
+from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.runner import failure_of
+from ice_mcp.engine.stores import RunStorage, dumps, loads
+from ice_mcp.engine.templates import Constant, Scope
+from ice_mcp.engines.temporal.wire import (
+    LOAD_JOURNAL,
+    NODE_ACTIVITY,
+    SAVE_RECORD,
+    WRITE_EVENTS,
+    EventBatch,
+    NodeDone,
+    NodeTask,
+    RecordSave,
+)
+from ice_mcp.errors import RunStopped
+
+if TYPE_CHECKING:
+    from ice_mcp.engine.context import WorkflowPlans
+    from ice_mcp.engine.runner import Runner
+    from ice_mcp.services import Services
+
+SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)
+
+
+def plain(value: Any) -> Any:
+    """A node's output as JSON values (what the store would keep of it), for Temporal's JSON converter."""
+    return loads(dumps(value))
+
+
+@dataclass(slots=True)
+class NodeActivities:
+    """A worker's activities, wired to its orchestrator's services, node types and stores."""
+
+    services: Services
+    node_types: Mapping[str, NodeType]
+    store: RunStorage  # journals, records and caller spend, shared with the MCP servers
+    runner: Runner  # what an agent's workflow tools run on, inside the activity
+    workflows: WorkflowPlans
+
+    def all(self) -> list[Any]:
+        return [self.run_node, self.write_events, self.save_record, self.load_journal]
+
+    @activity.defn(name=NODE_ACTIVITY)
+    async def run_node(self, task: NodeTask) -> NodeDone:
+        """One attempt of one node. Run again after a lost worker, it has the same attempt, hence the same
+        idempotency key (`run_id/node_path/attempt`)."""
+        spec = SPECS.validate_python(task.node)
+        node_type = self.node_types.get(spec.type)
+        if node_type is None:
+            raise ApplicationError(f"this worker cannot run {spec.type!r} nodes",
+                                   {"code": "unavailable_node_type", "message": f"no {spec.type!r} node type here"},
+                                   [], type="unavailable_node_type", non_retryable=True)
+        node = PlanNode(spec.id, spec, node_type.execute, (), {k: Constant(v) for k, v in task.rendered.items()})
+        events = EventLog(task.run_id)
+        budget = await asyncio.to_thread(self._budget_left, task)
+        ctx = RunContext(task.run_id, self.services, events, Spend(budget_usd=budget), self.runner, self.workflows,
+                         depth=task.depth, path=task.path, globals=dict(task.globals))
+        beat = asyncio.create_task(_heartbeat(task.heartbeat_seconds / 3))
+        try:
+            result = await node_type.execute(NodeCall(node, Scope(), ctx, task.attempt))
+        except RunStopped as stop:
+            raise ApplicationError(stop.message, stop.as_dict(), _dicts(events), type="run_stopped",
+                                   non_retryable=True) from None
+        except Exception as exc:  # every node failure is final here: the workflow's runner decides on retries
+            failure = failure_of(exc)
+            error = {**failure.as_dict(), "retryable": failure.retryable}
+            raise ApplicationError(failure.message, error, _dicts(events), type=failure.code,
+                                   non_retryable=True) from None
+        finally:
+            beat.cancel()
+        spent = None
+        if task.caller is not None and result.cost_usd > 0:
+            spent = await asyncio.to_thread(self.store.add_spend, task.caller, result.cost_usd)
+        return NodeDone(plain(result.output), result.cost_usd, result.usage.as_dict(), _dicts(events), spent)
+
+    def _budget_left(self, task: NodeTask) -> float | None:
+        """The least of what the run may spend and what its caller has left across every worker."""
+        left = task.budget_left_usd
+        if task.caller is not None and task.caller_budget_usd is not None:
+            caller_left = task.caller_budget_usd - self.store.spent(task.caller)
+            left = caller_left if left is None else min(left, caller_left)
+        return left
+
+    @activity.defn(name=WRITE_EVENTS)
+    async def write_events(self, batch: EventBatch) -> None:
+        """Append a batch of a run's journal, numbered by its workflow (a batch written twice lands once)."""
+        await asyncio.to_thread(self._write_events, batch)
+
+    def _write_events(self, batch: EventBatch) -> None:
+        self.store.keep_journal(EventLog(batch.run_id, events=[Event.from_dict(e) for e in batch.events]))
+        if not self.store.flush():
+            raise RuntimeError("the run store did not write the events in time")
+
+    @activity.defn(name=SAVE_RECORD)
+    async def save_record(self, save: RecordSave) -> None:
+        await asyncio.to_thread(self._save_record, save)
+
+    def _save_record(self, save: RecordSave) -> None:
+        self.store.save(RunRecord.from_dict(save.record))
+        if not self.store.flush():
+            raise RuntimeError("the run store did not write the record in time")
+
+    @activity.defn(name=LOAD_JOURNAL)
+    async def load_journal(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's journal so far, for its execution continued as new."""
+        return await asyncio.to_thread(self.store.events, run_id)
+
+
+def _dicts(events: EventLog) -> list[dict[str, Any]]:
+    return [plain(event.to_dict()) for event in events.events]
+
+
+async def _heartbeat(every: float) -> None:
+    """Tell Temporal this attempt is alive (and hear of its cancellation) while the node runs."""
+    with contextlib.suppress(asyncio.CancelledError):
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(max(0.05, every))

@@ -1,0 +1,249 @@
+"""The Temporal engine as an MCP server sees it: a run is started as a workflow (id = run id) for the workers
+to run; its handle follows the journal the workers write to the shared store, and its end."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import temporalio.converter
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from ice_mcp.engine.context import Spend
+from ice_mcp.engine.events import Event, EventLog, Listener
+from ice_mcp.engine.journal import Replay
+from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.records import RunRecord
+from ice_mcp.engine.stores import RunStorage, StoredRun
+from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
+from ice_mcp.engines.following import follow_event, take_record
+from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
+from ice_mcp.engines.temporal.wire import RUN_WORKFLOW, RunStart, Tuning
+from ice_mcp.errors import IceError
+from ice_mcp.settings import Settings
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+
+logger = logging.getLogger(__name__)
+POLL_FIRST, POLL_MAX = 0.01, 0.25  # how often a followed run's journal is read (backs off while it is quiet)
+CLOSE_WAIT_SECONDS = 10.0
+
+
+async def connect(settings: Settings, store: RunStorage) -> Client:
+    """A Temporal client whose large payloads go by reference through the shared run store."""
+    if not settings.temporal_address:
+        raise IceError("the temporal engine needs the server's address: --temporal HOST:PORT (ICE_MCP_TEMPORAL)",
+                       code="temporal_unavailable")
+    converter = dataclasses.replace(temporalio.converter.default(),
+                                    payload_codec=ClaimCheckCodec(store))
+    try:
+        return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace,
+                                    data_converter=converter)
+    except Exception as exc:  # connection refused, bad address, TLS: one readable error
+        raise IceError(f"cannot reach Temporal at {settings.temporal_address}: {exc}",
+                       code="temporal_unavailable") from None
+
+
+def replay_events(replay: Replay | None) -> list[dict[str, Any]]:
+    """A retry's reused outcomes as journal events (what `replay_from_events` folds back)."""
+    events: list[dict[str, Any]] = []
+    for path, outcome in (replay.outcomes.items() if replay is not None else ()):
+        kind = {"succeeded": "node_succeeded", "failed": "node_failed", "skipped": "node_skipped"}[outcome.status]
+        events.append({"type": kind, "node_id": path, "attempt": outcome.attempts, "data": {
+            "output": outcome.output, "error": outcome.error, "cost_usd": outcome.cost_usd,
+            "usage": outcome.usage.as_dict(), "duration_ms": outcome.duration_ms}})
+    return events
+
+
+
+@dataclass(slots=True)
+class TemporalEngine:
+    """Runs on Temporal workers. `catalogue` gives a registered workflow's plan (for the documents a run
+    sends along); the store keeps journals, records and caller spend for every server and worker."""
+
+    settings: Settings
+    store: RunStorage
+    catalogue: Callable[[str], Plan]
+    runs: LiveRuns
+    observers: list[Listener] = field(default_factory=list)
+    tuning: Tuning = field(default_factory=Tuning)
+    name: str = "temporal"
+    _client: Client | None = None
+    _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @classmethod
+    def for_orchestrator(cls, orc: Orchestrator, runs: LiveRuns) -> TemporalEngine:
+        if orc.store is None:
+            raise IceError("the temporal engine needs a run store shared with its workers (persist_runs)",
+                           code="temporal_unavailable")
+        settings = orc.settings
+        tuning = Tuning(heartbeat_seconds=settings.temporal_heartbeat_seconds)
+        return cls(settings, orc.store, orc.workflow_plan, runs, observers=[orc.metrics.observe], tuning=tuning)
+
+    async def client(self) -> Client:
+        async with self._connecting:
+            if self._client is None:
+                self._client = await connect(self.settings, self.store)
+        return self._client
+
+    # -- start and follow --------------------------------------------------------------------------------
+
+    def launch(self, run: Launch) -> RunHandle:
+        plan, record = run.plan, run.record
+        holder = self.store.create(record, idempotency_key=run.idempotency_key, owner=self.owner_id,
+                                   blueprint=plan.source_text(), version=record.workflow_version,
+                                   retry_of=record.retry_of)
+        stored = self.store.run(holder) if holder is not None else None
+        if stored is not None:  # another server started a run with this idempotency key first
+            return self.follow(stored) or RunHandle(stored.record, EventLog(stored.record.run_id), None)
+        caller, parent = run.caller, run.parent_spend
+        caller_budget = self.settings.caller_budget_usd if caller is not None else None
+        start = RunStart(record.run_id, plan.source(), record.to_dict(), self.documents(plan), dict(run.globals),
+                         caller, caller_budget, self.store.spent(caller) if caller is not None else 0.0,
+                         parent.remaining() if parent is not None else None, replay_events(run.replay),
+                         tuning=self.tuning)
+        events = EventLog(record.run_id, [*self.observers, *run.listeners])
+        task = asyncio.get_running_loop().create_task(self._start(record, events, start))
+        handle = RunHandle(record, events, task, plan, stop=lambda: self._stop(record.run_id))
+        self.runs.add(handle)
+        return handle
+
+    @property
+    def owner_id(self) -> str:
+        """Who runs Temporal runs, as the store's leases see it (an embedded server leaves them alone)."""
+        return f"temporal:{self.settings.temporal_namespace}/{self.settings.temporal_task_queue}"
+
+    def documents(self, plan: Plan) -> dict[str, dict[str, Any]]:
+        """Every registered workflow the plan may call (nested, recursive, agents' workflows), transitively."""
+        found: dict[str, dict[str, Any]] = {}
+        pending = _workflow_refs(plan.source())
+        while pending:
+            name = pending.pop()
+            if name in found:
+                continue
+            try:
+                found[name] = self.catalogue(name).source()
+            except IceError:
+                continue  # the run fails readably at that node, as an embedded run would
+            pending.extend(_workflow_refs(found[name]))
+        return found
+
+    async def _start(self, record: RunRecord, events: EventLog, start: RunStart) -> RunRecord:
+        try:
+            client = await self.client()
+            workflow = await client.start_workflow(
+                RUN_WORKFLOW, start, id=record.run_id, task_queue=self.settings.temporal_task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        except (IceError, RPCError) as exc:
+            message = exc.message if isinstance(exc, IceError) else f"Temporal refused the run: {exc}"
+            return self._ended(record, {"code": "temporal_unavailable", "message": message})
+        return await self._follow(record, events, workflow)
+
+    def follow(self, stored: StoredRun) -> RunHandle | None:
+        """Follow a run another server started (a retried call's idempotency key found it)."""
+        record = stored.record
+        journal = [Event.from_dict(e) for e in self.store.events(record.run_id)]
+        events = EventLog(record.run_id, list(self.observers), journal)
+
+        async def follow() -> RunRecord:
+            client = await self.client()
+            return await self._follow(record, events, client.get_workflow_handle(record.run_id))
+
+        handle = RunHandle(record, events, asyncio.get_running_loop().create_task(follow()), None,
+                           stop=lambda: self._stop(record.run_id))
+        self.runs.add(handle)
+        return handle
+
+    async def _follow(self, record: RunRecord, events: EventLog, workflow: WorkflowHandle[Any, Any]) -> RunRecord:
+        """Feed the journal's new events to the handle until the workflow ends; then take its final record."""
+        result: asyncio.Task[Any] = asyncio.ensure_future(workflow.result())
+        after = events.events[-1].seq if events.events else -1
+        delay = POLL_FIRST
+        try:
+            while True:
+                await asyncio.wait({result}, timeout=delay)
+                fresh = await asyncio.to_thread(self.store.events, record.run_id, after)
+                for data in fresh:
+                    event = events.add(Event.from_dict(data))
+                    follow_event(record, event)
+                    after = event.seq
+                if result.done():
+                    break
+                delay = POLL_FIRST if fresh else min(delay * 1.5, POLL_MAX)
+            final = RunRecord.from_dict(result.result())
+        except WorkflowFailureError as exc:  # the workflow itself failed (not a node): end the record here
+            return self._ended(record, {"code": "engine_error", "message": f"the Temporal workflow failed: {exc.cause}"})
+        except RPCError as exc:
+            return self._ended(record, {"code": "temporal_unavailable", "message": f"lost the run's workflow: {exc}"})
+        finally:
+            result.cancel()
+        return take_record(record, final)
+
+    def _ended(self, record: RunRecord, error: dict[str, Any]) -> RunRecord:
+        record.status, record.error, record.finished_at = "failed", error, time.time()
+        self.store.save(record)
+        return record
+
+    # -- cancel, spend, close ----------------------------------------------------------------------------
+
+    def _stop(self, run_id: str) -> bool:
+        asyncio.get_running_loop().create_task(self.cancel(run_id))
+        return True
+
+    async def cancel(self, run_id: str) -> bool:
+        stored = self.store.get(run_id)
+        handle = self.runs.get(run_id)
+        if (stored is None or stored.done) and (handle is None or handle.done):
+            return False
+        try:
+            await (await self.client()).get_workflow_handle(run_id).cancel()
+        except RPCError:
+            return False  # it ended meanwhile, or it is not a workflow of this cluster
+        if handle is not None:
+            await handle.wait()
+        return True
+
+    def caller_spend(self, caller: str, budget_usd: float) -> Spend:
+        return Spend(budget_usd=budget_usd, cost_usd=self.store.spent(caller))
+
+    def cancel_here(self, run_id: str) -> None:
+        return None  # a Temporal run is cancelled through Temporal, never through the store's signals
+
+    def recover(self) -> int:
+        return 0  # Temporal resumes interrupted runs on its workers by itself
+
+    async def aclose(self, *, suspend: bool) -> None:
+        handles = [h for h in self.runs.values() if not h.done]
+        if not suspend:  # stop the runs started here; a server stopping (suspend) leaves them to the workers
+            await asyncio.gather(*(self.cancel(h.run_id) for h in handles), return_exceptions=True)
+        for handle in handles:
+            handle.detach()
+        await asyncio.gather(*(h.wait() for h in handles), return_exceptions=True)
+
+
+def _workflow_refs(document: Any) -> list[str]:
+    """Names of the registered workflows a blueprint document refers to (nodes, loop bodies, branches, agents)."""
+    names: list[str] = []
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            ref = value.get("workflow_ref")
+            if isinstance(ref, str) and ref:
+                names.append(ref)
+            agent = value.get("agent")
+            if isinstance(agent, dict):
+                names.extend(w for w in agent.get("workflows") or () if isinstance(w, str))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return names
+

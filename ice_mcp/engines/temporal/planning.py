@@ -1,0 +1,279 @@
+"""Everything a run's workflow code does, kept deterministic: the same runner and pure scheduler as the
+embedded engine, nodes that do I/O sent to activities, nested workflows started as child workflows, events
+numbered and sent to the shared store, and a clean stop when the history grows long (continue-as-new).
+
+Imported by the sandboxed workflow module as a pass-through module (its plans are compiled once per
+worker process, not once per workflow run)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+)
+
+from ice_mcp.engine.blueprints import compile_plan
+from ice_mcp.engine.context import RunContext, Spend, SubgraphResult
+from ice_mcp.engine.events import Event
+from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.engine.plan import Plan
+from ice_mcp.engine.runner import Runner
+from ice_mcp.engines.temporal.wire import (
+    NESTED_EVENTS_SIGNAL,
+    NESTED_WORKFLOW,
+    NODE_ACTIVITY,
+    WRITE_EVENTS,
+    EventBatch,
+    NestedDone,
+    NestedStart,
+    NodeDone,
+    NodeTask,
+    Tuning,
+)
+from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
+from ice_mcp.nodes.condition import CONDITION_NODE
+from ice_mcp.nodes.loop import LOOP_NODE
+from ice_mcp.nodes.parallel import PARALLEL_NODE
+from ice_mcp.nodes.recursive import recursive_node_type
+from ice_mcp.nodes.workflow import WORKFLOW_NODE
+from ice_mcp.services import Services
+from ice_mcp.settings import Settings
+from ice_mcp.tools.registry import Registry
+from ice_mcp.types import NodeResult, Usage
+
+NO_TIMEOUT = timedelta(days=1)  # an activity's backstop when its node has no timeout (heartbeats find lost workers)
+TIMEOUT_GRACE_SECONDS = 30.0  # past the node's own timeout (a workflow timer), before Temporal steps in
+# Node failures are final for Temporal (the runner retries them as the blueprint says, with the same attempt
+# numbers as the embedded engine); only a lost worker makes Temporal run the same attempt again.
+LOST_WORKER_RETRIES = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                                  maximum_attempts=20)
+LOCAL_TIMEOUT = timedelta(seconds=60)
+PLAN_CACHE = 256
+
+
+async def dispatch(call: NodeCall) -> NodeResult:
+    """A node that does I/O, as one activity: its fields are rendered here, in the workflow."""
+    runner = call.ctx.runner
+    assert isinstance(runner, WorkflowRunner)
+    await runner.gate()
+    rendered = {name: template.render(call.scope) for name, template in call.node.templates.items()}
+    spec = call.spec
+    tuning = runner.tuning
+    task = NodeTask(call.run_id, call.ctx.path, call.ctx.depth, runner.node_document(call.node), rendered,
+                    call.attempt, call.spend.remaining(), call.ctx.globals, runner.caller.name,
+                    runner.caller.budget_usd, tuning.heartbeat_seconds)
+    timeout = NO_TIMEOUT if spec.timeout_seconds is None else timedelta(
+        seconds=spec.timeout_seconds + TIMEOUT_GRACE_SECONDS)
+    with runner.in_flight():
+        try:
+            done = await workflow.execute_activity(
+                NODE_ACTIVITY, task, result_type=NodeDone, start_to_close_timeout=timeout,
+                heartbeat_timeout=timedelta(seconds=tuning.heartbeat_seconds), retry_policy=LOST_WORKER_RETRIES,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+        except ActivityError as exc:
+            raise runner.failure(call, exc.cause) from None
+    runner.replay_events(call, done.events)
+    runner.caller.observe(done.caller_spent_usd, done.cost_usd)
+    return NodeResult(done.output, done.cost_usd, Usage(**done.usage))
+
+
+def workflow_node_types(activity_types: tuple[str, ...] = ("tool", "llm", "agent", "code")) -> dict[str, NodeType]:
+    """Node types as a workflow runs them: containers and conditions in the workflow, the others as activities.
+    No checks: the server validated the blueprint against its catalogue before starting the run."""
+    agent = NodeType("agent", dispatch)
+    types = [NodeType(t.name, t.execute) for t in (CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE)]
+    types += [NodeType(name, dispatch) for name in activity_types]
+    types.append(NodeType("recursive", recursive_node_type(agent=agent).execute))
+    return {t.name: t for t in types}
+
+
+class PlanCache:
+    """Plans compiled in workflows, by document: compiling is deterministic, and a plan is read-only once made."""
+
+    def __init__(self) -> None:
+        self.node_types = workflow_node_types()
+        # Settings with explicit folders: nothing here reads the environment or the disk.
+        self.services = Services(Registry(), Settings(data_dir=Path("."), workspace=Path(".")))
+        self._plans: OrderedDict[bytes, Plan] = OrderedDict()
+
+    def plan(self, document: dict[str, Any]) -> Plan:
+        key = hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).digest()
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = compile_plan(document, self.services, self.node_types)
+            while len(self._plans) > PLAN_CACHE:
+                self._plans.popitem(last=False)
+        self._plans.move_to_end(key)
+        return plan
+
+
+PLANS = PlanCache()
+
+
+class CallerSpend(Spend):
+    """A caller's spend across every run and worker, as last seen: activities charge the shared ledger and
+    report its total, which this mirror follows before the run charges the node's own cost."""
+
+    def __init__(self, name: str | None, budget_usd: float | None, spent_usd: float) -> None:
+        super().__init__(budget_usd=budget_usd, cost_usd=spent_usd)
+        self.name = name
+
+    def observe(self, total_usd: float | None, node_cost_usd: float) -> None:
+        if total_usd is not None:
+            self.cost_usd = max(self.cost_usd, total_usd - node_cost_usd)
+
+
+class EventSink:
+    """A run's events in order: the run's own workflow numbers them and writes them to the store (local
+    activities, batched while one is in flight); a nested workflow signals them to the run's workflow."""
+
+    def __init__(self, run_id: str, next_seq: int = 0, *, nested: bool = False) -> None:
+        self.run_id, self.next_seq, self.nested = run_id, next_seq, nested
+        self.pending: list[dict[str, Any]] = []
+        self._closing = False
+        self._pump: asyncio.Task[None] | None = None
+
+    def __call__(self, event: Event) -> None:
+        """An EventLog listener: queue the event (numbered by the run's workflow)."""
+        self.add(event.to_dict())
+
+    def add(self, event: dict[str, Any]) -> None:
+        if not self.nested:
+            event = {**event, "seq": self.next_seq}
+            self.next_seq += 1
+        self.pending.append(event)
+
+    def start(self) -> None:
+        self._pump = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        """Send every event queued so far, then stop."""
+        self._closing = True
+        if self._pump is not None:
+            await self._pump
+
+    async def _run(self) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self.pending) or self._closing)
+            if not self.pending:
+                return
+            batch, self.pending = self.pending, []
+            if self.nested:
+                await workflow.get_external_workflow_handle(self.run_id).signal(NESTED_EVENTS_SIGNAL, batch)
+            else:
+                await workflow.execute_local_activity(WRITE_EVENTS, EventBatch(self.run_id, batch),
+                                                      start_to_close_timeout=LOCAL_TIMEOUT)
+
+
+class WorkflowRunner(Runner):
+    """The runner inside a workflow: Temporal's clock, nested workflows as child workflows, and a gate that
+    holds new activities while the run prepares to continue as new."""
+
+    def __init__(self, run_id: str, workflows: dict[str, dict[str, Any]], caller: CallerSpend, tuning: Tuning,
+                 sink: EventSink) -> None:
+        super().__init__(now=lambda: workflow.now().timestamp(), perf=workflow.time)
+        self.run_id, self.workflows, self.caller, self.tuning, self.sink = run_id, workflows, caller, tuning, sink
+        self.draining = False
+        self._in_flight = 0
+        self._documents: dict[int, dict[str, Any]] = {}
+
+    def catalogue(self, name: str) -> Plan:
+        """A registered workflow's plan, from the documents the server sent with the run."""
+        document = self.workflows.get(name)
+        if document is None:
+            raise UnknownName("workflow", name)
+        return PLANS.plan(document)
+
+    def node_document(self, node: Any) -> dict[str, Any]:
+        found = self._documents.get(id(node))
+        if found is None:
+            found = self._documents[id(node)] = node.spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return found
+
+    # -- continue-as-new ---------------------------------------------------------------------------------
+
+    async def gate(self) -> None:
+        """Start nothing new once the run is draining: its next execution (continued as new) will."""
+        if self.draining:
+            await workflow.wait_condition(lambda: False)
+
+    def in_flight(self) -> _InFlight:
+        return _InFlight(self)
+
+    @property
+    def drained(self) -> bool:
+        return self.draining and self._in_flight == 0
+
+    def _settled(self) -> None:
+        info = workflow.info()
+        if info.is_continue_as_new_suggested() or info.get_current_history_length() > self.tuning.history_limit:
+            self.draining = True
+
+    # -- outcomes ---------------------------------------------------------------------------------------
+
+    def replay_events(self, call: NodeCall, events: list[dict[str, Any]]) -> None:
+        """Events an activity's node emitted (its node ids carry their path already)."""
+        for event in events:
+            call.ctx.events.emit(event["type"], event.get("node_id"), event.get("attempt"), **(event.get("data") or {}))
+
+    def failure(self, call: NodeCall | None, cause: BaseException | None) -> BaseException:
+        """The error an activity or a nested workflow ended with, as the embedded engine would raise it."""
+        if isinstance(cause, CancelledError):
+            return asyncio.CancelledError()
+        if isinstance(cause, ApplicationError) and cause.details:
+            error, events = cause.details[0], cause.details[1] if len(cause.details) > 1 else []
+            if call is not None:
+                self.replay_events(call, events)
+            if cause.type == "run_stopped":
+                return RunStopped(str(error.get("code")), str(error.get("message")))
+            return NodeFailure(str(error.get("message", "")), code=str(error.get("code", "node_error")),
+                               retryable=bool(error.get("retryable")), details=error.get("details"))
+        return NodeFailure(f"the engine lost this node: {cause}", code="engine_error")
+
+    async def run_workflow(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
+        """A nested workflow as a child workflow; its spend charges this run as it returns."""
+        await self.gate()
+        start = NestedStart(ctx.run_id, ctx.path, ctx.depth, plan.source(), inputs, self.workflows, ctx.globals,
+                            self.caller.name, self.caller.budget_usd, self.caller.cost_usd, ctx.spend.remaining(),
+                            self.tuning)
+        with self.in_flight():
+            try:
+                done = await workflow.execute_child_workflow(NESTED_WORKFLOW, start, result_type=NestedDone,
+                                                             id=f"{ctx.run_id}/{ctx.path.rstrip('.')}")
+            except ChildWorkflowError as exc:
+                raise self.failure(None, exc.cause) from None
+        usage = Usage(**done.usage)
+        self.caller.observe(done.caller_spent_usd, done.cost_usd)
+        ctx.spend.charge(done.cost_usd, usage)
+        return SubgraphResult(done.output, {}, {}, done.cost_usd, usage)
+
+    async def run_nested(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
+        """A child workflow's own body: the embedded engine's nested-workflow semantics (inputs, budget, timeout)."""
+        return await Runner.run_workflow(self, plan, inputs, ctx)
+
+
+class _InFlight:
+    """Counts an activity or a child workflow in flight, and checks the history's length as each one ends."""
+
+    def __init__(self, runner: WorkflowRunner) -> None:
+        self.runner = runner
+
+    def __enter__(self) -> None:
+        self.runner._in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.runner._in_flight -= 1
+        self.runner._settled()
+

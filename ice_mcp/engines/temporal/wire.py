@@ -1,0 +1,109 @@
+"""What travels between the MCP server, the workflows and the activities: plain dataclasses of JSON values
+(Temporal's JSON converter encodes them; payloads over the claim-check threshold travel by reference)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_WORKFLOW = "ice_mcp.run"  # a run: workflow id = run id
+NESTED_WORKFLOW = "ice_mcp.nested"  # a nested `workflow` node or a recursive flow's step, inside a run
+NODE_ACTIVITY = "ice_mcp.node"  # one attempt of a node that does I/O (tool, llm, agent, code)
+WRITE_EVENTS = "ice_mcp.write_events"  # local activities: the run's journal and record in the shared store
+SAVE_RECORD = "ice_mcp.save_record"
+LOAD_JOURNAL = "ice_mcp.load_journal"
+NESTED_EVENTS_SIGNAL = "nested_events"  # a nested workflow's events, numbered by the run's own workflow
+
+
+@dataclass(slots=True)
+class Tuning:
+    """Engine knobs the server sets for every workflow of a run."""
+
+    heartbeat_seconds: float = 10.0  # an activity silent this long has lost its worker: it runs again
+    history_limit: int = 10_000  # past this many history events a run continues as new
+
+
+@dataclass(slots=True)
+class RunStart:
+    """A run's workflow input. `replay`: journal events whose finished nodes it reuses (a retry);
+    `resume`: continued as new, so its own journal in the store is replayed too."""
+
+    run_id: str
+    blueprint: dict[str, Any]
+    record: dict[str, Any]
+    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    globals: dict[str, Any] = field(default_factory=dict)
+    caller: str | None = None
+    caller_budget_usd: float | None = None
+    caller_spent_usd: float = 0.0
+    budget_left_usd: float | None = None  # what an enclosing budget (a network's) leaves the run
+    replay: list[dict[str, Any]] = field(default_factory=list)
+    resume: bool = False
+    next_seq: int = 0
+    tuning: Tuning = field(default_factory=Tuning)
+
+
+@dataclass(slots=True)
+class NestedStart:
+    """A nested workflow's input: it runs inside run `run_id` at `path`, its events numbered by that run."""
+
+    run_id: str
+    path: str
+    depth: int
+    blueprint: dict[str, Any]
+    inputs: dict[str, Any]
+    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    globals: dict[str, Any] = field(default_factory=dict)
+    caller: str | None = None
+    caller_budget_usd: float | None = None
+    caller_spent_usd: float = 0.0
+    budget_left_usd: float | None = None
+    tuning: Tuning = field(default_factory=Tuning)
+
+
+@dataclass(slots=True)
+class NestedDone:
+    output: Any
+    cost_usd: float
+    usage: dict[str, int]
+    caller_spent_usd: float = 0.0
+
+
+@dataclass(slots=True)
+class NodeTask:
+    """One attempt of one node for an activity: its spec and its fields already rendered by the workflow."""
+
+    run_id: str
+    path: str
+    depth: int
+    node: dict[str, Any]
+    rendered: dict[str, Any]
+    attempt: int
+    budget_left_usd: float | None = None
+    globals: dict[str, Any] = field(default_factory=dict)
+    caller: str | None = None
+    caller_budget_usd: float | None = None
+    heartbeat_seconds: float = 10.0
+
+
+@dataclass(slots=True)
+class NodeDone:
+    """What the node produced, the events it emitted meanwhile, and its caller's spend after it."""
+
+    output: dict[str, Any]
+    cost_usd: float
+    usage: dict[str, int]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    caller_spent_usd: float | None = None
+
+
+@dataclass(slots=True)
+class EventBatch:
+    run_id: str
+    events: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class RecordSave:
+    run_id: str
+    record: dict[str, Any]

@@ -1,0 +1,47 @@
+"""A Temporal worker: runs the workflows of runs and the activities of their nodes, with an orchestrator's
+tools, node types and services, writing journals and records to the store the MCP servers read."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from ice_mcp.engines.temporal.activities import NodeActivities
+from ice_mcp.engines.temporal.client import connect
+from ice_mcp.engines.temporal.workflow import NestedWorkflow, RunWorkflow
+from ice_mcp.errors import IceError
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+
+logger = logging.getLogger(__name__)
+# Workflow code runs in Temporal's sandbox; our modules and the libraries they use are deterministic where the
+# workflow calls them and are passed through (imported once per process, not once per workflow run).
+PASS_THROUGH = ("ice_mcp", "jinja2", "markupsafe", "pydantic", "pydantic_core", "jsonschema", "referencing",
+                "rpds", "re2", "orjson", "yaml", "jmespath", "annotated_types", "typing_extensions")
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASS_THROUGH))
+
+
+async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio.Event | None = None) -> None:
+    """Serve `orc.settings.temporal_task_queue` until `stop` is set (or the task is cancelled)."""
+    settings = orc.settings
+    if orc.store is None:
+        raise IceError("a worker needs the run store its MCP servers read (persist_runs)", code="temporal_unavailable")
+    client = await connect(settings, orc.store)
+    activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan)
+    worker = Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow, NestedWorkflow],
+                    activities=activities.all(), workflow_runner=sandbox_runner(),
+                    max_concurrent_activities=concurrency, max_concurrent_local_activities=concurrency,
+                    graceful_shutdown_timeout=timedelta(seconds=5))
+    logger.warning("ice_mcp worker: task queue %r on %s (namespace %s), %d activities at once",
+                   settings.temporal_task_queue, settings.temporal_address, settings.temporal_namespace, concurrency)
+    async with worker:
+        await (stop or asyncio.Event()).wait()

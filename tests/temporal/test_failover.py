@@ -1,0 +1,197 @@
+"""Temporal runs survive their workers: a worker killed with SIGKILL mid-run hands the run to another (finished
+nodes not run again, the node in flight run again with the same idempotency key); a cancel reaches the
+running activity; big payloads travel by reference; long runs continue as new."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_tools
+from temporal_cluster import HERE, ROOT, Cluster, make_settings
+
+from ice_mcp import Orchestrator, Registry
+from ice_mcp.engines.temporal.client import TemporalEngine
+from ice_mcp.engines.temporal.wire import Tuning
+
+STEP = 0.5  # seconds each chained node waits: long enough to kill a worker while one is in flight
+
+
+def chain(labels: list[str], seconds: float = STEP) -> dict[str, Any]:
+    nodes = [{"id": label, "type": "tool", "tool_name": "mark", "tool_args": {"label": label, "seconds": seconds},
+              **({"dependencies": [labels[i - 1]]} if i else {})} for i, label in enumerate(labels)]
+    return {"name": "six", "nodes": nodes, "outputs": {"last": f"{{{{ {labels[-1]}.label }}}}"}}
+
+
+class Marks:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.touch()
+
+    def lines(self) -> list[list[str]]:
+        return [line.split() for line in self.path.read_text().splitlines()]
+
+    def counts(self) -> Counter[str]:
+        return Counter(label for label, _ in self.lines())
+
+    def keys(self, label: str) -> list[str]:
+        return [key for found, key in self.lines() if found == label]
+
+    async def wait_for(self, label: str, timeout: float = 30) -> None:
+        await wait_until(lambda: self.counts()[label] > 0, timeout, f"node {label} to start")
+
+
+async def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Marks:
+    monkeypatch.setenv("ICE_TEST_MARKS", str(tmp_path / "marks.txt"))
+    return Marks(tmp_path / "marks.txt")
+
+
+def with_test_tools(*orchestrators: Orchestrator) -> None:
+    for orc in orchestrators:
+        orc.registry.add_tool(temporal_tools.mark)
+        orc.registry.add_tool(temporal_tools.blob)
+
+
+class Workers:
+    """`ice-mcp worker` subprocesses on one task queue and data folder."""
+
+    def __init__(self, root: Path, address: str, queue: str, marks: Marks) -> None:
+        self.root, self.address, self.queue, self.marks = root, address, queue, marks
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"worker{len(self.processes)}.log", "wb")  # noqa: SIM115 (closed with the process)
+        env = {**os.environ, "ICE_TEST_MARKS": str(self.marks.path),
+               "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ice_mcp.cli", "worker", "--temporal", self.address, "--task-queue", self.queue,
+             "--data-dir", str(self.root / "data"), "--workspace", str(self.root / "ws"), "--tools", "temporal_tools",
+             "--concurrency", "4"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture
+def workers(tmp_path: Path, temporal_address: str, marks: Marks) -> Iterator[Workers]:
+    made = Workers(tmp_path, temporal_address, f"failover-{uuid.uuid4().hex[:8]}", marks)
+    yield made
+    made.stop()
+
+
+@pytest.fixture
+async def client(tmp_path: Path, workers: Workers) -> AsyncIterator[Orchestrator]:
+    settings = make_settings(tmp_path, "temporal", workers.address, workers.queue)
+    orc = Orchestrator(registry=Registry(), settings=settings)
+    with_test_tools(orc)
+    yield orc
+    await orc.aclose()
+
+
+@pytest.mark.slow
+async def test_a_killed_worker_hands_the_run_to_another(client: Orchestrator, workers: Workers, marks: Marks) -> None:
+    first = workers.start()
+    labels = [f"n{i}" for i in range(1, 7)]
+    handle = await client.start(chain(labels), {})
+    await marks.wait_for("n3", timeout=60)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    workers.start()
+    record = await handle.wait(timeout=120)
+    assert record.status == "succeeded", record.error
+    assert record.outputs == {"last": "n6"}
+    counts = marks.counts()
+    assert {label: counts[label] for label in labels if label != "n3"} == dict.fromkeys(set(labels) - {"n3"}, 1)
+    assert counts["n3"] == 2  # the node in flight ran again, on the other worker ...
+    first_key, again_key = marks.keys("n3")
+    assert first_key == again_key == f"{handle.run_id}/n3/1"  # ... with the same idempotency key
+    stored = client.store.get(handle.run_id)
+    assert stored is not None and stored.status == "succeeded"
+    assert [n.status for n in stored.nodes.values()] == ["succeeded"] * 6
+
+
+@pytest.mark.slow
+async def test_cancel_reaches_the_running_activity(cluster: Cluster, marks: Marks) -> None:
+    with_test_tools(cluster.client, cluster.worker)
+    handle = await cluster.client.start(chain(["slow", "after"], seconds=60), {})
+    await marks.wait_for("slow")
+    started = time.monotonic()
+    assert await cluster.client.cancel(handle.run_id)
+    record = await handle.wait(timeout=30)
+    assert record.status == "cancelled", (record.error, marks.lines())
+    assert time.monotonic() - started < 10
+    assert marks.keys("slow:cancelled") == [f"{handle.run_id}/slow/1"]  # the tool itself saw the cancellation
+    assert "after" not in marks.counts()
+    assert cluster.client.store.get(handle.run_id).status == "cancelled"  # type: ignore[union-attr]
+    assert not await cluster.client.cancel(handle.run_id)
+
+
+@pytest.mark.slow
+async def test_big_payloads_travel_by_reference(cluster: Cluster) -> None:
+    with_test_tools(cluster.client, cluster.worker)
+    size = 600_000
+    blueprint = {"name": "big", "nodes": [
+        {"id": "make", "type": "tool", "tool_name": "blob", "tool_args": {"size": size}},
+        {"id": "echo", "type": "tool", "tool_name": "json_query",
+         "tool_args": {"data": {"text": "{{ make.text }}"}, "path": "length(text)"}}],
+        "outputs": {"size": "{{ make.size }}", "length": "{{ echo.result }}", "text": "{{ make.text }}"}}
+    record = await cluster.client.run(blueprint, {})
+    assert record.status == "succeeded", record.error
+    assert record.outputs is not None and record.outputs["size"] == record.outputs["length"] == size
+    assert len(record.outputs["text"]) == size
+    with contextlib.closing(sqlite3.connect(cluster.root / "data" / "runs.sqlite3")) as db:
+        sizes = [size for (size,) in db.execute("SELECT length(data) FROM blobs")]  # kept in the run store
+    assert sizes and all(size > 256 * 1024 for size in sizes)
+
+
+@pytest.mark.slow
+async def test_a_long_loop_continues_as_new_and_finishes(cluster: Cluster, marks: Marks) -> None:
+    with_test_tools(cluster.client, cluster.worker)
+    engine = cluster.client.engine
+    assert isinstance(engine, TemporalEngine)
+    engine.tuning = Tuning(heartbeat_seconds=2.0, history_limit=60)
+    blueprint = {"name": "long", "nodes": [
+        {"id": "each", "type": "loop", "items": "{{ range(30) | list }}", "item_var": "i", "concurrency": 3,
+         "body": [{"id": "step", "type": "tool", "tool_name": "mark", "tool_args": {"label": "item{{ i }}"}}]}],
+        "outputs": {"labels": "{{ each.results | map(attribute='label') | list }}"}}
+    record = await cluster.client.run(blueprint, {})
+    assert record.status == "succeeded", record.error
+    assert record.outputs == {"labels": [f"item{i}" for i in range(30)]}
+    assert set(marks.counts().values()) == {1}  # no item ran twice across the executions
+    client = await engine.client()
+    executions = [e async for e in client.list_workflows(f"WorkflowId = '{record.run_id}'")]
+    assert len(executions) >= 3
+    events = cluster.client.store.events(record.run_id)
+    assert [e["seq"] for e in events] == list(range(len(events)))
