@@ -76,7 +76,7 @@ async def drive(urls: list[str], calls: int, in_flight: int) -> float:
         return time.perf_counter() - started
 
 
-def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> float:
+def measure(root: Path, engine: str, workers: int, slots: int, runs: int, per_slot: int = 2) -> float:
     """Start `workers` worker processes (and what they need) on a fresh store, drive them, stop them."""
     folder = root / "blueprints"
     folder.mkdir(exist_ok=True)
@@ -104,7 +104,7 @@ def measure(root: Path, engine: str, workers: int, slots: int, runs: int) -> flo
         children += servers
         for child in children:
             child.start()
-        in_flight = workers * (2 * slots if slots else 64)
+        in_flight = workers * (per_slot * slots if slots else 64)
         elapsed = asyncio.run(drive([s.url for s in servers], runs * workers, in_flight))
     finally:
         for child in reversed(children):
@@ -117,13 +117,14 @@ def main() -> None:
     parser.add_argument("--engine", choices=["temporal", "embedded"], default="temporal")
     parser.add_argument("--slots", type=int, default=8, help="runs (nodes, on Temporal) each worker runs at once")
     parser.add_argument("--runs", type=int, default=150, help="calls per worker")
+    parser.add_argument("--in-flight", type=int, default=2, help="calls in flight per slot of each worker")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     engine = args.engine
     if engine == "temporal" and args.slots < 1:
         parser.error("--slots 0 (no cap) is for the embedded engine")
     with tempfile.TemporaryDirectory() as folder:
-        rates = {n: measure(Path(folder), engine, n, args.slots, args.runs) for n in args.workers}
+        rates = {n: measure(Path(folder), engine, n, args.slots, args.runs, args.in_flight) for n in args.workers}
     ideal = args.slots / (NODES * NODE_SECONDS) if args.slots else None
     where = ("Temporal: N `ice-mcp worker --concurrency {s}` and one `serve --engine temporal`" if engine == "temporal"
              else "embedded replicas on Redis: N `serve --stateless --state redis://...{cap}`")

@@ -17,7 +17,7 @@ from ice_mcp.engine.executor import NodeCall
 from ice_mcp.engine.journal import NodeOutcome
 from ice_mcp.engine.plan import Graph, Plan, PlanNode
 from ice_mcp.engine.records import NodeRecord, RunRecord
-from ice_mcp.engine.scheduler import Scheduler
+from ice_mcp.engine.scheduler import NodeState, Scheduler
 from ice_mcp.engine.templates import Scope
 from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
 from ice_mcp.types import NodeResult, Usage
@@ -350,6 +350,8 @@ class _GraphRun:
             task.cancel()
         await asyncio.gather(*others, return_exceptions=True)
         for node_id in tasks:
+            if self.scheduler.states[node_id] is not NodeState.RUNNING:
+                continue  # it settled while being cancelled: its result came first
             self.records[node_id].status = "cancelled"
             self.scheduler.cancelled(node_id)
             self.ctx.emit("node_cancelled", node_id, self.records[node_id].attempts)

@@ -248,3 +248,32 @@ def test_gate_cycle_is_reported(orc: Orchestrator, tools: Registry) -> None:
     report = orc.validate(blueprint(
         {"id": "c", "type": "condition", "expression": "x.value", "true_path": ["x"]}, tool("x", "echo")))
     assert [e.code for e in report.errors] == ["cycle"]
+
+
+async def test_a_node_that_finishes_while_being_cancelled_keeps_its_result(orc: Orchestrator,
+                                                                           tools: Registry) -> None:
+    # regression: the runner marked it cancelled after it had succeeded, and the run failed (internal_error)
+    started = asyncio.Event()
+
+    async def finishes_anyway() -> dict[str, bool]:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # e.g. a Temporal activity whose result was already on its way
+        return {"done": True}
+
+    async def waits() -> None:
+        await asyncio.sleep(30)
+
+    tools.add_tool(finishes_anyway)
+    tools.add_tool(waits)
+    # Two first nodes: each runs in a task of its own, which the runner cancels when the run is cancelled.
+    handle = await orc.start(blueprint(tool("f", "finishes_anyway"), tool("w", "waits"),
+                                       tool("e", "echo", dependencies=["f", "w"])))
+    await asyncio.wait_for(started.wait(), 5)
+    assert handle.cancel()
+    record = await asyncio.wait_for(handle.wait(), 5)
+    assert record.status == "cancelled", record.error
+    assert record.nodes["f"].status == "succeeded" and record.nodes["f"].output == {"done": True}
+    assert record.nodes["w"].status == "cancelled" and record.nodes["e"].status == "cancelled"

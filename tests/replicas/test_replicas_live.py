@@ -98,7 +98,10 @@ async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
     raise AssertionError("timed out")
 
 
-async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(replicas: Replicas) -> None:
+@pytest.mark.parametrize("engine", ["embedded", pytest.param("temporal", marks=pytest.mark.slow)])
+async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(replicas: Replicas, engine: str) -> None:
+    if engine == "temporal":
+        replicas.on_temporal(workers=1)
     a, b = replicas.add(), replicas.add()
 
     # Progress of a run started through replica A streams to a client of replica B.

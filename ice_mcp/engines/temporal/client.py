@@ -4,6 +4,7 @@ to run; its handle follows the journal the workers write to the shared store, an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -33,8 +34,9 @@ if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
 
 logger = logging.getLogger(__name__)
-POLL_FIRST, POLL_MAX = 0.01, 0.25  # how often a followed run's journal is read (backs off while it is quiet)
+POLL_FIRST, POLL_MAX = 0.05, 0.25  # how often a followed run's journal is read (backs off while it is quiet)
 CLOSE_WAIT_SECONDS = 10.0
+CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run another server started waits for its end
 
 
 async def connect(settings: Settings, store: RunStorage) -> Client:
@@ -203,12 +205,17 @@ class TemporalEngine:
         handle = self.runs.get(run_id)
         if (stored is None or stored.done) and (handle is None or handle.done):
             return False
+        workflow = (await self.client()).get_workflow_handle(run_id)
         try:
-            await (await self.client()).get_workflow_handle(run_id).cancel()
+            await workflow.cancel()
         except RPCError:
             return False  # it ended meanwhile, or it is not a workflow of this cluster
         if handle is not None:
             await handle.wait()
+        else:  # started through another server: its end (in the store before the workflow ends) is awaited here
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CANCEL_WAIT_SECONDS):
+                    await workflow.result()
         return True
 
     def caller_spend(self, caller: str, budget_usd: float) -> Spend:

@@ -26,6 +26,9 @@ PASS_THROUGH = ("ice_mcp", "jinja2", "markupsafe", "pydantic", "pydantic_core", 
                 "rpds", "re2", "orjson", "yaml", "jmespath", "annotated_types", "typing_extensions")
 
 
+JOURNAL_WRITES = 100  # local activities (journal and record writes) at once: never held back by the node slots
+
+
 def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASS_THROUGH))
 
@@ -39,7 +42,7 @@ async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio
     activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan)
     worker = Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow, NestedWorkflow],
                     activities=activities.all(), workflow_runner=sandbox_runner(),
-                    max_concurrent_activities=concurrency, max_concurrent_local_activities=concurrency,
+                    max_concurrent_activities=concurrency, max_concurrent_local_activities=JOURNAL_WRITES,
                     graceful_shutdown_timeout=timedelta(seconds=5))
     logger.warning("ice_mcp worker: task queue %r on %s (namespace %s), %d activities at once",
                    settings.temporal_task_queue, settings.temporal_address, settings.temporal_namespace, concurrency)
