@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx2
 
@@ -33,9 +32,9 @@ from ice_mcp.server.cluster import (
     RedisProcess,
     TemporalDevServer,
     ice_mcp_argv,
+    stateless_tool_call,
 )
 
-MODERN = "2026-07-28"
 NODES, NODE_SECONDS = 4, 0.05
 IO_CHAIN = {
     "name": "io_chain",
@@ -44,16 +43,6 @@ IO_CHAIN = {
                **({"dependencies": [f"wait{i - 1}"]} if i else {})} for i in range(NODES)],
     "outputs": {"n": "{{ inputs.n }}"},
 }
-
-
-def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments,
-                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
-    return body, headers
 
 
 async def drive(urls: list[str], calls: int, in_flight: int) -> float:
@@ -65,7 +54,7 @@ async def drive(urls: list[str], calls: int, in_flight: int) -> float:
 
         async def one(n: int) -> None:
             async with gate:
-                body, headers = tool_call("workflow_io_chain", {"n": n})
+                body, headers = stateless_tool_call("workflow_io_chain", {"n": n})
                 response = await http.post(f"{urls[next(turn) % len(urls)]}/mcp", json=body, headers=headers)
                 result = response.json()["result"]["structuredContent"]
                 assert result["status"] == "succeeded" and result["outputs"] == {"n": n}, result

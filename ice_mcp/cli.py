@@ -425,7 +425,7 @@ async def _retry(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace) -> int:
     if args.runs_command == "retry":
         return asyncio.run(_retry(args))
-    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir))
+    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
     try:
         return _show_runs(orchestrator, args)
     finally:

@@ -93,6 +93,22 @@ FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another process
 SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
 
 
+_UPSERT_RUN = ("INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
+               " blueprint, version, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, record=excluded.record,"
+               " started_at=COALESCE(excluded.started_at, runs.started_at),"
+               " owner=COALESCE(excluded.owner, runs.owner)")
+
+
+def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A queued run row as _UPSERT_RUN's parameters (the record and blueprint as JSON text)."""
+    run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
+    if isinstance(record, RunRecord):
+        record = record.to_dict()
+    return (run_id, workflow, status, started, key, dumps(record), owner,
+            blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of)
+
+
 def open_store(state_url: str | None, data_dir: Path, *,
                idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
     """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
@@ -160,18 +176,29 @@ class RunStore(QueuedWriter):
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
                blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
-        """Queue a new run's record, unless its unexpired idempotency key already started a run: that run's id.
-        An expired key passes to the new run."""
-        if idempotency_key:
-            rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
-            if rows and rows[0][0] != record.run_id:
-                holder, started = rows[0]
-                if time.time() - (started or 0) <= self.key_seconds:
-                    return str(holder)
-                with self._read_lock:
-                    self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
-        self.save(record, idempotency_key=idempotency_key, owner=owner, blueprint=blueprint, version=version,
-                  retry_of=retry_of)
+        """Keep a new run's record, unless its unexpired idempotency key already started a run: that run's id.
+        A run with a key is written at once (the key's unique index decides between two processes); one
+        without is queued. An expired key passes to the new run."""
+        if not idempotency_key:
+            self.save(record, owner=owner, blueprint=blueprint, version=version, retry_of=retry_of)
+            return None
+        rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+        if rows and rows[0][0] != record.run_id:
+            holder, started = rows[0]
+            if time.time() - (started or 0) <= self.key_seconds:
+                return str(holder)
+            with self._read_lock:
+                self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
+        try:
+            with self._read_lock:
+                self._read.execute(_UPSERT_RUN, _run_row((record.run_id, record.workflow, record.status,
+                                                          record.started_at, idempotency_key, record, owner,
+                                                          blueprint, version, retry_of)))
+        except sqlite3.IntegrityError:  # another process took the key in between
+            rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+            if rows:
+                return str(rows[0][0])
+            raise
         return None
 
     def _write_batch(self, items: builtins.list[Item], chunks: builtins.list[Chunk]) -> None:
@@ -180,18 +207,7 @@ class RunStore(QueuedWriter):
         try:
             for _, kind, row in items:
                 if kind == "run":
-                    run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
-                    if isinstance(record, RunRecord):
-                        record = record.to_dict()
-                    db.execute(
-                        "INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
-                        " blueprint, version, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, record=excluded.record,"
-                        " started_at=COALESCE(excluded.started_at, runs.started_at),"
-                        " owner=COALESCE(excluded.owner, runs.owner)",
-                        (run_id, workflow, status, started, key, dumps(record), owner,
-                         blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint),
-                         version, retry_of))
+                    db.execute(_UPSERT_RUN, _run_row(row))
                 elif kind == "owner":
                     db.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
                                " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat", row)

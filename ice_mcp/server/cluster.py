@@ -21,6 +21,19 @@ from typing import Any
 from ice_mcp.errors import IceError
 
 START_SECONDS = 30.0
+STATELESS_REVISION = "2026-07-28"  # the MCP revision whose requests stand alone (no session)
+
+
+def stateless_tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of a stateless tools/call: it stands alone, so any replica behind a load
+    balancer can answer it (the replica tests and bench/scale.py send theirs this way)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": STATELESS_REVISION,
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": STATELESS_REVISION, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    return body, headers
 
 
 def free_port() -> int:

@@ -20,9 +20,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import ADMIN, http_client, structured, subprocess_env
 
-from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
-
-MODERN = "2026-07-28"
+from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv, stateless_tool_call
 
 
 def chain(name: str, labels: list[str], seconds: float) -> dict[str, Any]:
@@ -166,17 +164,6 @@ async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(re
         assert ran["status"] == "succeeded" and ran["outputs"] == {"last": "f1"}
 
 
-def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """A stateless (2026-07-28) tools/call: every request stands alone, so any replica can answer it."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments,
-                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
-                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
-    return body, headers
-
-
 def answer_of(response: httpx2.Response) -> dict[str, Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         for line in response.text.splitlines():
@@ -202,7 +189,7 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
         async with in_flight:
             for _ in range(100):
                 server = servers[next(turn) % len(servers)]  # round robin, as a plain load balancer does
-                body, headers = tool_call("workflow_relay", {"tag": key, "idempotency_key": key})
+                body, headers = stateless_tool_call("workflow_relay", {"tag": key, "idempotency_key": key})
                 try:
                     response = await http.post(f"{server.url}/mcp", json=body, headers=headers)
                 except httpx2.HTTPError as exc:  # its replica died: the same key again, elsewhere
@@ -238,12 +225,12 @@ async def test_300_calls_over_three_replicas_survive_a_sigkill_and_restart(repli
 
         # Every run's record, from every replica; the store holds exactly one run per call.
         for server in servers:
-            body, headers = tool_call("run_list", {"workflow": "relay", "limit": 500})
+            body, headers = stateless_tool_call("run_list", {"workflow": "relay", "limit": 500})
             listed = json.loads(answer_of(await http.post(f"{server.url}/mcp", json=body, headers=headers))
                                 ["result"]["content"][0]["text"])["runs"]
             assert {run["run_id"] for run in listed} == run_ids
             for run_id in run_ids:
-                body, headers = tool_call("run_status", {"run_id": run_id})
+                body, headers = stateless_tool_call("run_status", {"run_id": run_id})
                 record = answer_of(await http.post(f"{server.url}/mcp", json=body, headers=headers))
                 assert record["result"]["structuredContent"]["status"] == "succeeded"
     counts = replicas.counts()

@@ -5,6 +5,9 @@ registered blueprints and per-caller spend."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from ice_mcp import NodeResult, Orchestrator, Registry, Settings
 from ice_mcp.engine.events import Event
 
 STEP = 0.15
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def nap(label: str, seconds: float = STEP) -> dict[str, Any]:
@@ -172,3 +176,17 @@ async def test_a_callers_spend_is_one_budget_across_replicas(replicas: Replicas)
     assert second.status == "over_budget"
     assert a.caller_spend("alice").cost_usd == pytest.approx(1.2)  # type: ignore[union-attr]
     assert (await b.run(bill, {"c": 0.6}, caller="bob")).status == "succeeded"
+
+
+async def test_the_command_line_reads_runs_from_the_shared_store(replicas: Replicas) -> None:
+    a = await replicas.start()
+    record = await a.run("three", {})
+    assert a.store is not None and a.store.flush()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ICE_MCP_DATA_DIR": str(replicas.root / "cli")}
+    listed = subprocess.run([sys.executable, "-m", "ice_mcp", "runs", "list", "--state", replicas.state_url],
+                            capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert record.run_id in listed.stdout and "succeeded" in listed.stdout
+    wrong = subprocess.run([sys.executable, "-m", "ice_mcp", "runs", "list", "--state", "ftp://nowhere"],
+                           capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert wrong.returncode == 1 and "invalid_state_url" in wrong.stderr and "Traceback" not in wrong.stderr

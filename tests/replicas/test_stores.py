@@ -253,3 +253,25 @@ def test_a_redis_that_goes_away_is_a_clear_error(tmp_path: Path) -> None:
     finally:
         store.close()
         server.stop()
+
+
+def test_an_idempotency_key_goes_to_the_first_run_created_even_without_a_flush(store: RunStorage,
+                                                                                 other: RunStorage) -> None:
+    # Two processes keep a run under the same key at once: the second gets the first's id, no write is lost.
+    now = time.time()
+    assert store.create(record("first", "alpha", started=now), idempotency_key="same") is None
+    assert other.create(record("second", "alpha", started=now), idempotency_key="same") == "first"
+    assert other.create(record("third", "alpha")) is None  # no key: no arbitration
+    assert store.flush() and other.flush()
+    assert other.by_idempotency_key("same") == "first" and other.run("second") is None
+    assert getattr(store, "write_errors", 0) == getattr(other, "write_errors", 0) == 0
+
+
+def test_large_payloads_are_kept_by_content_hash(store: RunStorage, other: RunStorage) -> None:
+    key, data = "ab" * 32, b"x" * 300_000
+    store.put_blob(key, data)
+    store.put_blob(key, data)  # kept once
+    assert other.get_blob(key) == data
+    with pytest.raises(IceError) as missing:
+        other.get_blob("cd" * 32)
+    assert missing.value.code == "payload_missing"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import temporalio.converter
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from ice_mcp.engine.context import Spend
 from ice_mcp.engine.events import Event, EventLog, Listener
@@ -108,7 +108,7 @@ class TemporalEngine:
             return self.follow(stored) or RunHandle(stored.record, EventLog(stored.record.run_id), None)
         caller, parent = run.caller, run.parent_spend
         caller_budget = self.settings.caller_budget_usd if caller is not None else None
-        start = RunStart(record.run_id, plan.source(), record.to_dict(), self.documents(plan), dict(run.globals),
+        start = RunStart(record.run_id, plan.source(), record.to_dict(), self.documents(plan.source()), dict(run.globals),
                          caller, caller_budget, self.store.spent(caller) if caller is not None else 0.0,
                          parent.remaining() if parent is not None else None, replay_events(run.replay),
                          tuning=self.tuning)
@@ -123,10 +123,10 @@ class TemporalEngine:
         """Who runs Temporal runs, as the store's leases see it (an embedded server leaves them alone)."""
         return f"temporal:{self.settings.temporal_namespace}/{self.settings.temporal_task_queue}"
 
-    def documents(self, plan: Plan) -> dict[str, dict[str, Any]]:
-        """Every registered workflow the plan may call (nested, recursive, agents' workflows), transitively."""
+    def documents(self, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Every registered workflow a blueprint may call (nested, recursive, agents' workflows), transitively."""
         found: dict[str, dict[str, Any]] = {}
-        pending = _workflow_refs(plan.source())
+        pending = _workflow_refs(source)
         while pending:
             name = pending.pop()
             if name in found:
@@ -157,7 +157,20 @@ class TemporalEngine:
 
         async def follow() -> RunRecord:
             client = await self.client()
-            return await self._follow(record, events, client.get_workflow_handle(record.run_id))
+            workflow = client.get_workflow_handle(record.run_id)
+            try:
+                await workflow.describe()
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND or stored.blueprint is None:
+                    return self._ended(record, {"code": "temporal_unavailable",
+                                                "message": f"lost the run's workflow: {exc}"})
+                # Its server died between keeping the run and starting its workflow: start it here.
+                start = RunStart(record.run_id, stored.blueprint, record.to_dict(), self.documents(stored.blueprint),
+                                 tuning=self.tuning)
+                workflow = await client.start_workflow(
+                    RUN_WORKFLOW, start, id=record.run_id, task_queue=self.settings.temporal_task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+            return await self._follow(record, events, workflow)
 
         handle = RunHandle(record, events, asyncio.get_running_loop().create_task(follow()), None,
                            stop=lambda: self._stop(record.run_id))
