@@ -19,12 +19,12 @@ async def test_caller_spend_is_shared_and_its_budget_holds(cluster: Cluster) -> 
     assert record.status == "succeeded", record.error
     assert record.cost_usd > 0
     # Another server on the same store reads what the worker charged.
-    ledger = RunStore.in_data_dir(cluster.root / "data")
+    store = RunStore.in_data_dir(cluster.root / "data")
     try:
-        assert ledger.spent("alice") == pytest.approx(record.cost_usd)
-        assert ledger.spent("bob") == 0.0
+        assert store.spent("alice") == pytest.approx(record.cost_usd)
+        assert store.spent("bob") == 0.0
         # Spent elsewhere (another worker, another server) up to its budget: the next run is refused at start.
-        ledger.add_spend("alice", 1.0 - record.cost_usd)
+        store.add_spend("alice", 1.0 - record.cost_usd)
         spend = cluster.client.caller_spend("alice")
         assert spend is not None and spend.remaining() == pytest.approx(0.0, abs=1e-9)
         with pytest.raises(IceError) as refused:
@@ -33,4 +33,4 @@ async def test_caller_spend_is_shared_and_its_budget_holds(cluster: Cluster) -> 
         other = await cluster.client.run(HELLO, {}, caller="bob")
         assert other.status == "succeeded", other.error
     finally:
-        ledger.close()
+        store.close()

@@ -123,7 +123,7 @@ PLANS = PlanCache()
 
 
 class CallerSpend(Spend):
-    """A caller's spend across every run and worker, as last seen: activities charge the shared ledger and
+    """A caller's spend across every run and worker, as last seen: activities charge the shared run store and
     report its total, which this mirror follows before the run charges the node's own cost."""
 
     def __init__(self, name: str | None, budget_usd: float | None, spent_usd: float) -> None:
