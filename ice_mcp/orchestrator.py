@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
 
 logger = logging.getLogger(__name__)
+ANSWER_WAIT_SECONDS = 10.0  # how long an answer handed to another process waits for its run to take it
 Target = str | Blueprint | Mapping[str, Any] | Path
 
 
@@ -108,6 +109,7 @@ class Orchestrator:
         self._plans = PlanCache()
         self._agent_plans: dict[str, Plan] = {}
         self._signals_task: asyncio.Task[None] | None = None
+        self._answers: set[asyncio.Task[None]] = set()  # answers other processes handed over, being taken
         self.registry.subscribe(self._registry_changed)
 
     # -- blueprints and the catalogue ---------------------------------------
@@ -402,6 +404,11 @@ class Orchestrator:
             self.engine.cancel_here(signal.subject)
         elif signal.kind == "blueprint":
             self.sync_blueprints({signal.subject})
+        elif signal.kind == "answer":
+            if signal.data is not None and self.questions.waiting(signal.subject, str(signal.data.get("node"))):
+                self._answers.add(task := asyncio.get_running_loop().create_task(
+                    self._take_answer(signal.subject, signal.data)))
+                task.add_done_callback(self._answers.discard)
         else:  # listening (again): catch up on what was missed meanwhile
             self.sync_blueprints()
             for handle in self.engine.runs.values():
@@ -511,6 +518,11 @@ class Orchestrator:
         is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
         handle = self.get_handle(run_id)
         question = self.questions.waiting(run_id, node_path) if handle is not None else None
+        if question is None:
+            stored = self.store.run(run_id) if self.store is not None else None
+            asked = stored.record.questions.get(node_path) if stored is not None and not stored.record.done else None
+            if stored is not None and asked is not None and stored.owner != self.owner.owner_id:
+                return await self._respond_elsewhere(stored, node_path, asked, answer, by=by, declined=declined)
         if question is None or handle is None:
             record = self.get_run(run_id)
             if record is None:
@@ -529,6 +541,37 @@ class Orchestrator:
         if self.store is not None:
             await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears
         return handle.record
+
+    async def _respond_elsewhere(self, stored: StoredRun, node_path: str, asked: Mapping[str, Any], answer: Any, *,
+                                 by: str, declined: bool) -> RunRecord:
+        """A question a run of another process asked: the answer is checked here, handed over through the
+        store, and confirmed once that run's journal has it. Raises AnswerInvalid, or NotWaiting when the
+        process running it did not take it within ANSWER_WAIT_SECONDS."""
+        assert self.store is not None
+        store, run_id = self.store, stored.record.run_id
+        problems = [] if declined else answer_problems(asked.get("schema") or {}, answer)
+        if problems:
+            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
+        after = max((e["seq"] for e in await asyncio.to_thread(store.events, run_id)), default=-1)
+        await asyncio.to_thread(store.send_answer, run_id,
+                                {"node": node_path, "answer": answer, "by": by, "declined": declined})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ANSWER_WAIT_SECONDS
+        while loop.time() < deadline:
+            await asyncio.sleep(0.05)
+            events = await asyncio.to_thread(store.events, run_id, after)
+            if any(e["type"] == "node_answered" and e.get("node_id") == node_path for e in events):
+                return await asyncio.to_thread(store.get, run_id) or stored.record
+        raise NotWaiting(f"the process running run {run_id} did not take the answer to {node_path!r} in time",
+                         details={"waiting": sorted(stored.record.questions)})
+
+    async def _take_answer(self, run_id: str, data: Mapping[str, Any]) -> None:
+        """An answer another process received for a question a run of this process asked."""
+        try:
+            await self.respond(run_id, str(data.get("node")), data.get("answer"), by=str(data.get("by") or "api"),
+                               declined=bool(data.get("declined")))
+        except IceError as exc:
+            logger.warning("an answer for run %s handed over through the store was not taken: %s", run_id, exc.message)
 
     async def cancel(self, run_id: str) -> bool:
         """Ask a run to stop, wherever its engine runs it; False when it was not running."""

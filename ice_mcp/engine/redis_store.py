@@ -11,7 +11,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   spend               hash caller -> dollars spent in all (HINCRBYFLOAT: atomic across replicas)
   blob:{sha256}       a large Temporal payload that travels by reference
   blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
-  signals             a pub/sub channel: cancel requests and blueprint changes, heard by every replica
+  signals             a pub/sub channel: cancel requests, blueprint changes and answers, heard by every replica
 Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
 never sees a finished run's record without its last events. Standalone Redis (the scripts build
 key names at run time, which Redis Cluster does not allow).
@@ -35,6 +35,7 @@ import redis
 from ice_mcp.engine.records import ACTIVE, RunRecord
 from ice_mcp.engine.stores import (
     FOLLOW_IDLE_SECONDS,
+    SIGNAL_KINDS,
     Chunk,
     Item,
     Owner,
@@ -313,8 +314,8 @@ class RedisRunStore(QueuedWriter):
 
     # -- signals --------------------------------------------------------------------------------
 
-    def _publish(self, kind: str, subject: str) -> None:
-        self._redis.publish(self._key("signals"), dumps({"kind": kind, "subject": subject}))
+    def _publish(self, kind: str, subject: str, data: dict[str, Any] | None = None) -> None:
+        self._redis.publish(self._key("signals"), dumps({"kind": kind, "subject": subject, "data": data}))
 
     @_unavailable
     def request_cancel(self, run_id: str) -> None:
@@ -326,6 +327,11 @@ class RedisRunStore(QueuedWriter):
     @_unavailable
     def cancel_requested(self, run_id: str) -> bool:
         return bool(self._redis.exists(self._key("cancel", run_id)))
+
+    @_unavailable
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """Hand a person's answer to whichever replica runs `run_id` (a signal: it is listening)."""
+        self._publish("answer", run_id, answer)
 
     async def signals(self) -> AsyncGenerator[Signal, None]:
         """Signals published from now on, by any replica (this one included). A thread of its own reads
@@ -447,11 +453,11 @@ class RedisRunStore(QueuedWriter):
 def _signal(data: bytes) -> Signal | None:
     try:
         message = loads(data)
-        kind, subject = message["kind"], str(message["subject"])
-    except (ValueError, KeyError, TypeError):
+        kind, subject, extra = message["kind"], str(message["subject"]), message.get("data")
+    except (ValueError, KeyError, TypeError, AttributeError):
         logger.warning("state store: an unreadable signal was ignored")
         return None
-    return Signal(kind, subject) if kind in ("cancel", "blueprint") else None
+    return Signal(kind, subject, extra if isinstance(extra, dict) else None) if kind in SIGNAL_KINDS else None
 
 
 def _text(value: bytes | str | None) -> str | None:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from ice_mcp.engine.records import RunRecord
 from ice_mcp.engine.stores import (
     FOLLOW_IDLE_SECONDS,
+    SIGNAL_KINDS,
     Chunk,
     Item,
     Owner,
@@ -38,7 +39,7 @@ from ice_mcp.errors import IceError
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -81,7 +82,8 @@ CREATE TABLE IF NOT EXISTS signals (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL,
     subject TEXT NOT NULL,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    data TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at DESC);
 CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -169,6 +171,8 @@ class RunStore(QueuedWriter):
         for column, kind in _RUN_COLUMNS.items():
             if column not in have:
                 self._read.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        if "data" not in {row[1] for row in self._read.execute("PRAGMA table_info(signals)")}:
+            self._read.execute("ALTER TABLE signals ADD COLUMN data TEXT")  # answers (schema 4)
         self._read.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- writes ---------------------------------------------------------------------------------
@@ -318,10 +322,11 @@ class RunStore(QueuedWriter):
 
     # -- signals between processes on this file ---------------------------------------------------
 
-    def _signal(self, kind: str, subject: str) -> None:
+    def _signal(self, kind: str, subject: str, data: dict[str, Any] | None = None) -> None:
         now = time.time()
         with self._read_lock:
-            self._read.execute("INSERT INTO signals (kind, subject, at) VALUES (?, ?, ?)", (kind, subject, now))
+            self._read.execute("INSERT INTO signals (kind, subject, at, data) VALUES (?, ?, ?, ?)",
+                               (kind, subject, now, None if data is None else dumps(data)))
             self._read.execute("DELETE FROM signals WHERE at < ?", (now - SIGNAL_KEEP_SECONDS,))
 
     def request_cancel(self, run_id: str) -> None:
@@ -331,18 +336,22 @@ class RunStore(QueuedWriter):
     def cancel_requested(self, run_id: str) -> bool:
         return bool(self._rows("SELECT 1 FROM signals WHERE kind = 'cancel' AND subject = ? LIMIT 1", (run_id,)))
 
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """Hand a person's answer to whichever process runs `run_id` (it polls for signals)."""
+        self._signal("answer", run_id, answer)
+
     async def signals(self) -> AsyncGenerator[Signal, None]:
         """Signals left in the file from now on (by any process), polled a few times a second."""
         (last,) = (await asyncio.to_thread(self._rows, "SELECT COALESCE(MAX(seq), 0) FROM signals"))[0]
         yield Signal("listening", "")
         while True:
             await asyncio.sleep(SIGNAL_POLL_SECONDS)
-            rows = await asyncio.to_thread(self._rows, "SELECT seq, kind, subject FROM signals WHERE seq > ?"
-                                                       " ORDER BY seq", (last,))
-            for seq, kind, subject in rows:
+            rows = await asyncio.to_thread(self._rows, "SELECT seq, kind, subject, data FROM signals"
+                                                       " WHERE seq > ? ORDER BY seq", (last,))
+            for seq, kind, subject, data in rows:
                 last = seq
-                if kind in ("cancel", "blueprint"):
-                    yield Signal(kind, subject)
+                if kind in SIGNAL_KINDS:
+                    yield Signal(kind, subject, None if data is None else loads(data))
 
     # -- caller spend ---------------------------------------------------------------------------
 

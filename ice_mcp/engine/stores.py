@@ -68,14 +68,19 @@ class Owner:
         return cls(owner_id, socket.gethostname(), os.getpid())
 
 
+SIGNAL_KINDS = ("cancel", "blueprint", "answer")
+
+
 @dataclass(frozen=True, slots=True)
 class Signal:
     """A message to every process on the store: a run's cancellation was asked for (`subject` = run id),
-    or a registered blueprint changed (`subject` = its name). `listening` comes first, once the listener
-    hears everything from then on: what happened before is read from the store."""
+    a registered blueprint changed (`subject` = its name), or a person answered a run's question (`subject`
+    = run id, `data` = {node, answer, by, declined}). `listening` comes first, once the listener hears
+    everything from then on: what happened before is read from the store."""
 
-    kind: Literal["listening", "cancel", "blueprint"]
+    kind: Literal["listening", "cancel", "blueprint", "answer"]
     subject: str
+    data: dict[str, Any] | None = None
 
 
 class RunStorage(Protocol):
@@ -114,6 +119,7 @@ class RunStorage(Protocol):
     def release_owner(self, me: Owner) -> None: ...
 
     def request_cancel(self, run_id: str) -> None: ...
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None: ...
     def cancel_requested(self, run_id: str) -> bool: ...
     def signals(self) -> AsyncGenerator[Signal, None]: ...
 

@@ -17,7 +17,15 @@ logger = logging.getLogger(__name__)
 
 
 def follow_event(record: RunRecord, event: Event) -> None:
-    """Keep a followed run's live record up to date with its top-level nodes' events."""
+    """Keep a followed run's live record up to date with its top-level nodes' events and its questions."""
+    path = event.node_id
+    if event.type == "node_waiting" and path is not None:
+        record.questions[path] = dict(event.data)
+        record.status = "input_required"
+    elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
+        del record.questions[path]
+        if not record.questions and record.status == "input_required":
+            record.status = "running"
     if not event.top_level or event.node_id is None:
         return
     node = record.nodes.setdefault(event.node_id, NodeRecord())

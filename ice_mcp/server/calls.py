@@ -230,7 +230,7 @@ class ToolCalls:
     async def _respond(self, run_id: str, node: str, answer: Any, wait: Any, by: str) -> types.CallToolResult:
         """Answer a question, then the run as it stands once it ends, asks again, or the budget is over."""
         record = await self._orc.respond(run_id, node, answer, by=by)
-        handle = self._orc.get_handle(run_id)
+        handle = self._orc.watch(run_id)  # here, or followed through the store
         if handle is not None:
             record = await handle.wait(self.wait_budget(wait), or_question=True)
         return run_result(record)

@@ -105,15 +105,11 @@ class RunFollower:
     async def next_round(self, run_id: str) -> CallAnswer:
         """A multi-round call's next round (`requestState` is the run id, sealed by the SDK): deliver the
         answers, then follow the run as the first round did."""
-        handle = self._orc.get_handle(run_id)
+        handle = self._orc.watch(run_id)  # here, or another process's run followed through the store
         if handle is None:
-            record = self._orc.get_run(run_id)
-            if record is None:
-                return error_result("unknown_run", f"unknown run {run_id!r}")
-            if record.done:
-                return run_result(record)
-            return error_result("not_here", f"run {run_id} runs in another server on this data folder; answer "
-                                            "with run_respond there")
+            return error_result("unknown_run", f"unknown run {run_id!r}")
+        if handle.record.done:
+            return run_result(handle.record)
         try:
             for key, response in (self.way.input_responses or {}).items():
                 await self._answer(handle, key, response, MRTR_ANSWER)

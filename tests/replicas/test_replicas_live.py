@@ -39,7 +39,11 @@ class Replicas:
         self.marks.touch()
         folder = root / "blueprints"
         folder.mkdir()
-        for bp in (chain("six", [f"n{i}" for i in range(1, 7)], 0.2), chain("relay", ["r1", "r2", "r3"], 0.1)):
+        gate = {"name": "gate", "nodes": [
+            {"id": "ok", "type": "human", "approval": "Ship it?"},
+            {"id": "ship", "type": "tool", "tool_name": "mark", "tool_args": {"label": "shipped"},
+             "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}"}}
+        for bp in (chain("six", [f"n{i}" for i in range(1, 7)], 0.2), chain("relay", ["r1", "r2", "r3"], 0.1), gate):
             (folder / f"{bp['name']}.json").write_text(json.dumps(bp))
         self.servers: list[ServerProcess] = []
         self.engine_args: list[str] = []  # for every replica: which engine runs the runs
@@ -162,6 +166,18 @@ async def test_any_replica_follows_cancels_and_hears_of_another_replicas_work(re
         assert "workflow_fresh" in {t.name for t in (await listener.list_tools()).tools}
         ran = structured(await listener.call_tool("workflow_fresh", {}))
         assert ran["status"] == "succeeded" and ran["outputs"] == {"last": "f1"}
+
+
+async def test_a_question_asked_on_one_replica_is_answered_on_another(replicas: Replicas) -> None:
+    a, b = replicas.add(), replicas.add()
+    run_id = a.rpc("workflow.run", name="gate", wait_seconds=0)["run_id"]
+    await until(lambda: b.rpc("run.status", run_id=run_id)["status"] == "input_required")
+    async with http_client(b.url) as client:
+        answered = structured(await client.call_tool(
+            "run_respond", {"run_id": run_id, "node": "ok", "answer": {"approved": True}, "wait_seconds": 10}))
+        assert answered["status"] == "succeeded" and answered["outputs"] == {"shipped": "shipped"}, answered
+    assert a.rpc("run.status", run_id=run_id)["status"] == "succeeded"
+    assert replicas.counts()["shipped"] == 1
 
 
 def answer_of(response: httpx2.Response) -> dict[str, Any]:

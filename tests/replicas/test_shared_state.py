@@ -16,6 +16,7 @@ import pytest
 
 from ice_mcp import NodeResult, Orchestrator, Registry, Settings
 from ice_mcp.engine.events import Event
+from ice_mcp.errors import AnswerInvalid, NotWaiting
 
 STEP = 0.15
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,3 +191,34 @@ async def test_the_command_line_reads_runs_from_the_shared_store(replicas: Repli
     wrong = subprocess.run([sys.executable, "-m", "ice_mcp", "runs", "list", "--state", "ftp://nowhere"],
                            capture_output=True, text=True, timeout=60, env=env, check=False)
     assert wrong.returncode == 1 and "invalid_state_url" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+@pytest.mark.parametrize("store", ["redis", "sqlite"])
+async def test_a_question_asked_on_one_replica_is_answered_through_another(tmp_path: Path, redis_url: str,
+                                                                           store: str) -> None:
+    url = redis_url if store == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    made = Replicas(tmp_path, url)
+    try:
+        a, b = await made.start(), await made.start()
+        gate = {"name": "gate", "nodes": [
+            {"id": "ok", "type": "human", "approval": "Ship it?"},
+            {"id": "ship", "type": "tool", "tool_name": "nap", "tool_args": {"label": "shipped", "seconds": 0},
+             "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}", "note": "{{ ok.answer.reason }}"}}
+        handle = await a.start(gate, {})
+        await until(lambda: (r := b.get_run(handle.run_id)) is not None and "ok" in r.questions)
+        followed = b.watch(handle.run_id)
+        assert followed is not None and followed.record.status == "input_required"
+
+        with pytest.raises(AnswerInvalid):  # checked on the replica that received it, against the kept schema
+            await b.respond(handle.run_id, "ok", {"approved": "yes"})
+        kept = await b.respond(handle.run_id, "ok", {"approved": True, "reason": "paid"}, by="mcp:run_respond")
+        assert "ok" not in kept.questions  # the run that asked has it journaled when this returns
+        record = await handle.wait(10)
+        assert record.status == "succeeded", record.error
+        assert record.outputs == {"shipped": "shipped", "note": "paid"}
+        assert record.nodes["ok"].output["answered_by"] == "mcp:run_respond"
+        assert (await followed.wait(10)).status == "succeeded"
+        with pytest.raises(NotWaiting):  # answered already
+            await b.respond(handle.run_id, "ok", {"approved": True})
+    finally:
+        await made.close()
