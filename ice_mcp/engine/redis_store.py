@@ -10,6 +10,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   cancel:{id}         a run whose cancellation was asked for (a day)
   spend               hash caller -> dollars spent in all (HINCRBYFLOAT: atomic across replicas)
   blob:{sha256}       a large Temporal payload that travels by reference
+  secret:{name}       a random key every replica shares (the one sealing multi-round requestState)
   blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
   signals             a pub/sub channel: cancel requests, blueprint changes and answers, heard by every replica
 Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
@@ -24,6 +25,7 @@ import builtins
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -393,6 +395,12 @@ class RedisRunStore(QueuedWriter):
     @_unavailable
     def put_blob(self, key: str, data: bytes) -> None:
         self._redis.set(self._key("blob", key), data, nx=True)
+
+    @_unavailable
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte secret every replica shares (made by the first to ask)."""
+        self._redis.set(self._key("secret", name), os.urandom(32), nx=True)
+        return bytes(self._redis.get(self._key("secret", name)))
 
     @_unavailable
     def get_blob(self, key: str) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import os
 import sqlite3
 import threading
 import time
@@ -73,6 +74,10 @@ CREATE TABLE IF NOT EXISTS owners (
 CREATE TABLE IF NOT EXISTS spend (
     caller TEXT PRIMARY KEY,
     usd REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS blobs (
     key TEXT PRIMARY KEY,
@@ -373,6 +378,12 @@ class RunStore(QueuedWriter):
         """Keep `data` under its content hash `key` (kept once)."""
         with self._read_lock:
             self._read.execute("INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)", (key, data))
+
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte secret every process on this store shares (made by the first to ask)."""
+        with self._read_lock:
+            self._read.execute("INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)", (name, os.urandom(32)))
+        return bytes(self._rows("SELECT value FROM secrets WHERE name = ?", (name,))[0][0])
 
     def get_blob(self, key: str) -> bytes:
         rows = self._rows("SELECT data FROM blobs WHERE key = ?", (key,))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -354,21 +353,8 @@ def _run_log(ctx: ServerRequestContext[Any, Any], notifier: ChangeNotifier) -> R
 
 
 def request_state_security(orc: Orchestrator) -> RequestStateSecurity:
-    """The key that seals multi-round requestState: kept in the data folder, so a question asked before a
-    restart can still be answered after it; a process-local key when runs are not kept."""
+    """The key that seals multi-round requestState: kept in the run store, so a question asked before a
+    restart, or through another replica, can still be answered; a process-local key when runs are not kept."""
     if orc.store is None:
         return RequestStateSecurity.ephemeral()
-    path = orc.settings.data_dir / "request-state.key"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_bytes()
-    else:
-        key = os.urandom(32)
-        with os.fdopen(fd, "wb") as out:
-            out.write(key)
-    if len(key) != 32:
-        logger.warning("%s is not a 32-byte key: multi-round answers will not outlive this process", path)
-        return RequestStateSecurity.ephemeral()
-    return RequestStateSecurity(keys=[key])
+    return RequestStateSecurity(keys=[orc.store.secret("request-state")])

@@ -180,6 +180,22 @@ async def test_a_question_asked_on_one_replica_is_answered_on_another(replicas: 
     assert replicas.counts()["shipped"] == 1
 
 
+async def test_a_multi_round_answer_may_come_back_through_another_replica(replicas: Replicas) -> None:
+    a, b = replicas.add("--stateless"), replicas.add("--stateless")
+    body, headers = stateless_tool_call("workflow_gate", {})
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {"form": {}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        first = answer_of(await http.post(f"{a.url}/mcp", json=body, headers=headers))["result"]
+        assert first["resultType"] == "input_required", first
+        body["params"]["requestState"] = first["requestState"]  # sealed by replica A, opened by replica B
+        body["params"]["inputResponses"] = {key: {"action": "accept", "content": {"approved": True}}
+                                            for key in first["inputRequests"]}
+        second = answer_of(await http.post(f"{b.url}/mcp", json=body, headers=headers))["result"]
+    assert second["structuredContent"]["status"] == "succeeded", second
+    assert second["structuredContent"]["outputs"] == {"shipped": "shipped"}
+    assert replicas.counts()["shipped"] == 1
+
+
 def answer_of(response: httpx2.Response) -> dict[str, Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         for line in response.text.splitlines():

@@ -275,3 +275,9 @@ def test_large_payloads_are_kept_by_content_hash(store: RunStorage, other: RunSt
     with pytest.raises(IceError) as missing:
         other.get_blob("cd" * 32)
     assert missing.value.code == "payload_missing"
+
+
+def test_a_secret_is_made_once_and_shared(store: RunStorage, other: RunStorage) -> None:
+    first = store.secret("request-state")
+    assert len(first) == 32 and other.secret("request-state") == first == store.secret("request-state")
+    assert other.secret("another") != first
