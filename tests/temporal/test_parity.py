@@ -69,6 +69,9 @@ def json_server() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return "Mon, 23 Nov 2026 00:00:00 GMT"  # the same answer on both engines, whenever each asks
+
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
