@@ -9,7 +9,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ice_mcp.engine.context import RunContext, Sleep, Spend
 from ice_mcp.engine.events import Event, EventLog
@@ -53,9 +53,12 @@ class EmbeddedEngine:
     _callers: dict[str, Spend] = field(default_factory=dict)
     _followed: dict[str, RunHandle] = field(default_factory=dict)  # runs of other processes followed here
     _snapshots: dict[str, int] = field(default_factory=dict)  # events a live run had at its last kept record
-    _slots: Any = None
+    _slots: asyncio.Semaphore | contextlib.nullcontext[None] = field(init=False)
     _lease_task: asyncio.Task[None] | None = None
     _adopting: bool = False  # a server takes over the runs of servers that died; a one-shot CLI does not
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.max_runs) if self.max_runs else contextlib.nullcontext()
 
     def launch(self, run: Launch) -> RunHandle:
         """Start (or resume, with a replay and the journal so far) a run's task; the store hears first.
@@ -83,10 +86,8 @@ class EmbeddedEngine:
         return handle
 
     async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
-        if self.max_runs and self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_runs)
         try:
-            async with self._slots or contextlib.nullcontext():  # a run waits here for a free slot
+            async with self._slots:  # max_runs: a run waits here for a free slot
                 return await self.runner.execute(plan, record, ctx)
         finally:
             handle = self.runs.get(record.run_id)
