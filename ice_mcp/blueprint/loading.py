@@ -24,19 +24,53 @@ _SUBGRAPH_KEYS = ("body", "branches")
 MAX_TEXT_BYTES = 1024 * 1024
 MAX_YAML_BYTES = 64 * 1024  # YAML costs ~1 ms per KiB to load, even with libyaml
 MAX_YAML_VALUES = 20_000  # what a YAML document may hold once its aliases are expanded
+# Lists and mappings inside each other: under libyaml's own cap (1000 since PyYAML 6.0.4) and Python's recursion.
+MAX_NESTING_DEPTH = 200
+LIBRARY_NESTING_ERROR = "nesting depth"  # libyaml >= 0.2.6: "exceeded maximum nesting depth"
+
+
+class _TooDeep(IceError):
+    """A document nested deeper than MAX_NESTING_DEPTH; parse_text names the document in the error it raises."""
+
+    code = "yaml_too_complex"
+
+
+class _BoundedComposer(Composer):
+    """PyYAML's composer (it recurses once per level), refusing documents nested deeper than MAX_NESTING_DEPTH."""
+
+    _depth = 0
+
+    def _enter(self) -> None:
+        self._depth += 1
+        if self._depth > MAX_NESTING_DEPTH:
+            raise _TooDeep(f"nested deeper than {MAX_NESTING_DEPTH} levels")
+
+    def compose_sequence_node(self, anchor: Any) -> yaml.SequenceNode:
+        self._enter()
+        try:
+            return super().compose_sequence_node(anchor)
+        finally:
+            self._depth -= 1
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        self._enter()
+        try:
+            return super().compose_mapping_node(anchor)
+        finally:
+            self._depth -= 1
 
 
 def _yaml_loader() -> Any:
     """libyaml's parser with PyYAML's composer: libyaml's own composer recurses in C and crashes on deep nesting."""
     if not yaml.__with_libyaml__:
-        return yaml.SafeLoader
+        return type("Loader", (_BoundedComposer, yaml.SafeLoader), {})
 
     from yaml.cyaml import CParser  # type: ignore[attr-defined]
 
-    class Loader(Composer, CParser, SafeConstructor, Resolver):
+    class Loader(_BoundedComposer, CParser, SafeConstructor, Resolver):
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
-            Composer.__init__(self)
+            _BoundedComposer.__init__(self)
             SafeConstructor.__init__(self)
             Resolver.__init__(self)
 
@@ -85,7 +119,7 @@ def read_document(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_text(text: str, what: str = "blueprint", max_bytes: int = MAX_TEXT_BYTES) -> Any:
-    """JSON or YAML text → a value, with bounded work: a size cap, and YAML aliases that cannot explode.
+    """JSON or YAML text → a value, with bounded work: a size cap, a nesting cap, YAML aliases that cannot explode.
 
     Raises IceError with code `parse_error`, `document_too_large` or `yaml_too_complex`.
     """
@@ -94,17 +128,41 @@ def parse_text(text: str, what: str = "blueprint", max_bytes: int = MAX_TEXT_BYT
     try:
         if text.lstrip().startswith("{"):
             try:
-                return json.loads(text)
+                value = json.loads(text)
             except json.JSONDecodeError:
                 pass  # YAML flow style also starts with "{"
+            else:
+                _check_json_depth(value, text)
+                return value
         if len(text) > MAX_YAML_BYTES or len(text.encode(errors="replace")) > MAX_YAML_BYTES:
             raise IceError(f"the {what} is larger than {MAX_YAML_BYTES} bytes of YAML (JSON may be larger)",
                            code="document_too_large")
         return _load_yaml(text, what)
     except yaml.YAMLError as exc:
+        if LIBRARY_NESTING_ERROR in str(exc):
+            raise _too_deep(what) from None
         raise IceError(f"the {what} is not valid JSON or YAML: {exc}", code="parse_error") from None
-    except RecursionError:
-        raise IceError(f"the {what} is nested too deeply", code="yaml_too_complex") from None
+    except (_TooDeep, RecursionError):
+        raise _too_deep(what) from None
+
+
+def _too_deep(what: str) -> IceError:
+    """Every nesting limit, ours or a parser's, as one error: ours is the lowest, so it is the one crossed."""
+    return IceError(f"the {what} is nested deeper than {MAX_NESTING_DEPTH} levels of lists and mappings",
+                    code="yaml_too_complex")
+
+
+def _check_json_depth(value: Any, text: str) -> None:
+    """Raise _TooDeep past MAX_NESTING_DEPTH; skips the walk when the text has too few brackets to get there."""
+    if text.count("[") + text.count("{") <= MAX_NESTING_DEPTH:
+        return
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > MAX_NESTING_DEPTH:
+            raise _TooDeep(f"nested deeper than {MAX_NESTING_DEPTH} levels")
+        members = container.values() if isinstance(container, dict) else container
+        stack.extend((member, depth + 1) for member in members if isinstance(member, dict | list))
 
 
 def _load_yaml(text: str, what: str) -> Any:

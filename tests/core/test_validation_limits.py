@@ -6,11 +6,13 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ice_mcp import BlueprintInvalid, InputsInvalid, Orchestrator, Registry, Settings
-from ice_mcp.blueprint.loading import load_network, parse_text
+from ice_mcp.blueprint import loading
+from ice_mcp.blueprint.loading import MAX_NESTING_DEPTH, load_network, parse_text
 from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validator
 from ice_mcp.errors import IceError
 from ice_mcp.llm.structured import InvalidOutput
@@ -135,14 +137,87 @@ def test_recursive_alias_and_deep_text_are_refused() -> None:
     with pytest.raises(IceError) as caught:
         parse_text("a: &a [*a]\n")
     assert caught.value.code == "yaml_too_complex"
-    # libyaml's own composer recursed in C on these and crashed the process
-    for text in ("[" * 60_000, "- " * 30_000 + "x", "x: " + "{a: " * 12_000):
+    # libyaml's own composer recursed in C on these and crashed the process; libyaml 0.2.6 refuses the first itself
+    for text in ("[" * 60_000, "- " * 30_000 + "x", "x: " + "{a: " * 12_000, '{"a": ' * 60_000):
         with pytest.raises(IceError) as caught:
             parse_text(text)
         assert caught.value.code == "yaml_too_complex"
+        assert f"nested deeper than {MAX_NESTING_DEPTH} levels" in caught.value.message
     with pytest.raises(IceError) as caught:
         parse_text("x: " + "y" * 70_000)
     assert caught.value.code == "document_too_large"
+
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}"), ("- ", "")])
+def test_nesting_up_to_the_limit_is_read_and_one_more_level_is_refused(opening: str, closing: str) -> None:
+    def nested(levels: int) -> str:
+        if opening == "- ":  # block style: one more indentation per level
+            return "".join("  " * level + "-\n" for level in range(levels - 1)) + "  " * (levels - 1) + "- x\n"
+        return opening * levels + "x" + closing * levels
+
+    value = parse_text(nested(MAX_NESTING_DEPTH))
+    for _ in range(MAX_NESTING_DEPTH - 1):
+        value = value[0] if isinstance(value, list) else value["a"]
+    assert value in (["x"], {"a": "x"})
+    with pytest.raises(IceError) as caught:
+        parse_text(nested(MAX_NESTING_DEPTH + 1))
+    assert caught.value.code == "yaml_too_complex"
+
+
+def test_json_nesting_has_the_same_limit() -> None:
+    def nested(levels: int) -> str:
+        return '{"a": ' * levels + "1" + "}" * levels
+
+    assert parse_text(nested(MAX_NESTING_DEPTH))
+    with pytest.raises(IceError) as caught:
+        parse_text(nested(MAX_NESTING_DEPTH + 1))
+    assert caught.value.code == "yaml_too_complex"
+    assert f"nested deeper than {MAX_NESTING_DEPTH} levels" in caught.value.message
+
+
+# What the parsers we allow (PyYAML 6.0.x, with or without libyaml) raise on deep nesting before our own limit.
+PARSER_NESTING_ERRORS = {
+    "libyaml 0.2.6 scanner (PyYAML 6.0.4)": lambda: yaml.scanner.ScannerError(
+        "while increasing flow level", None, "exceeded maximum nesting depth", None),
+    "libyaml 0.2.6 parser (PyYAML 6.0.4)": lambda: yaml.parser.ParserError(
+        "while parsing a block collection", None, "exceeded maximum nesting depth", None),
+    "Python composer (PyYAML 6.0.2, 6.0.3 or no libyaml)": lambda: RecursionError(
+        "maximum recursion depth exceeded"),
+}
+
+
+@pytest.mark.parametrize("error", PARSER_NESTING_ERRORS.values(), ids=PARSER_NESTING_ERRORS.keys())
+def test_a_parsers_nesting_limit_answers_as_ours(monkeypatch: pytest.MonkeyPatch, error: Any) -> None:
+    class Refusing:
+        def __init__(self, text: str) -> None:
+            pass
+
+        def get_single_node(self) -> None:
+            raise error()
+
+        def dispose(self) -> None:
+            pass
+
+    monkeypatch.setattr(loading, "_YAML_LOADER", Refusing)
+    with pytest.raises(IceError) as caught:
+        parse_text("a: [[[1]]]", "manifest")
+    assert caught.value.code == "yaml_too_complex"
+    assert caught.value.message == f"the manifest is nested deeper than {MAX_NESTING_DEPTH} levels of lists and mappings"
+
+
+def test_without_libyaml_the_same_limit_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    monkeypatch.setattr(loading, "_YAML_LOADER", loading._yaml_loader())
+    assert parse_text("a: [1, {b: 2}]") == {"a": [1, {"b": 2}]}
+    with pytest.raises(IceError) as caught:
+        parse_text("[" * (MAX_NESTING_DEPTH + 1) + "]" * (MAX_NESTING_DEPTH + 1))
+    assert caught.value.code == "yaml_too_complex"
+
+
+def test_other_parser_errors_stay_parse_errors() -> None:
+    with pytest.raises(IceError) as caught:
+        parse_text("a: [1, 2\nb: }")
+    assert caught.value.code == "parse_error"
 
 
 def test_modest_aliases_still_work(vorc: Orchestrator) -> None:
