@@ -1,4 +1,4 @@
-"""Shared, generic fixtures. Nothing here is autouse and nothing touches global state."""
+"""Shared, generic fixtures. Nothing here is autouse and nothing touches global state but Hypothesis's profile."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from ice_mcp import Orchestrator, Registry, Settings
+
+# No test asserts on time, Hypothesis's own checks included: a loaded 2-core CI machine is slow, not wrong.
+hypothesis_settings.register_profile("ice_mcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("ice_mcp")
 
 
 @pytest.fixture
