@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -212,6 +213,13 @@ def test_without_libyaml_the_same_limit_holds(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(IceError) as caught:
         parse_text("[" * (MAX_NESTING_DEPTH + 1) + "]" * (MAX_NESTING_DEPTH + 1))
     assert caught.value.code == "yaml_too_complex"
+
+
+def test_one_long_line_of_json_is_a_document_not_a_path(vorc: Orchestrator) -> None:
+    text = json.dumps(many_nodes(20))  # one line, longer than a file name may be
+    assert "\n" not in text and len(text) > 1000
+    assert vorc.validate(text).errors == []
+    assert [issue.code for issue in vorc.validate("x" * 5000).errors] == ["parse_error"]
 
 
 def test_other_parser_errors_stay_parse_errors() -> None:
