@@ -1,24 +1,32 @@
-# Two commands do all the set-up from a fresh clone: `make run` and `make test`.
+# Two commands do all the set-up from a fresh clone: `make run` and `make test`, each from its lock in requirements/.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+UV := .tools/uv/bin/uv
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test setup test-setup lint check bench clean
+.PHONY: run test setup test-setup lint check bench clean lock upgrade lock-check
 
-$(STAMP): pyproject.toml
+lock-check:
+	@$(PYTHON) scripts/locks.py check
+
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+
+# Exact versions with their hashes, then the project itself, built by the locked setuptools (no index needed).
+$(VENV)/.%-installed: requirements/%.txt pyproject.toml | lock-check $(PY)
+	$(PY) -m pip install --quiet --require-hashes -r requirements/$*.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-setup: $(STAMP)
+setup: $(VENV)/.run-installed
 	bash scripts/setup_sandbox.sh
 	bash scripts/setup_llm.sh model
 
-test-setup: setup
+test-setup: $(VENV)/.test-installed
+	bash scripts/setup_sandbox.sh
 	bash scripts/setup_llm.sh
 	bash scripts/setup_mcp.sh
 	bash scripts/setup_ui.sh
@@ -29,16 +37,27 @@ run: setup
 test: test-setup check
 	$(PY) -m pytest -q
 
-lint: setup check
+lint: $(VENV)/.test-installed check
 
 check:
-	$(VENV)/bin/ruff check ice_mcp tests bench
+	$(VENV)/bin/ruff check ice_mcp tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 
-bench: setup
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+bench: setup $(VENV)/.bench-installed
 	$(PY) bench/engine.py
+
+# `make lock` locks what pyproject.toml's ranges now say, keeping every locked version it can;
+# `make upgrade` moves every lock to the newest versions the ranges allow. Commit requirements/ after `make test`.
+$(UV):
+	$(PYTHON) -m venv .tools/uv
+	.tools/uv/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+lock: $(UV)
+	$(PYTHON) scripts/locks.py compile --uv $(UV) $(if $(UPGRADE),--upgrade)
+
+upgrade:
+	$(MAKE) lock UPGRADE=1
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

