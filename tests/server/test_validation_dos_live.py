@@ -12,6 +12,8 @@ import pytest
 from live import HealthWatch, healthz_watch, live_server
 from mcp_helpers import http_client
 
+from ice_mcp.blueprint.loading import MAX_NESTING_DEPTH
+
 HOSTILE_SECONDS = 1.0  # keep hostile calls in flight this long, so many probes overlap them
 
 
@@ -101,19 +103,24 @@ async def test_fifty_thousand_nodes_are_refused(url: str) -> None:
               f"slowest {slowest * 1000:.0f} ms, worst /healthz {watch.worst * 1000:.0f} ms")
 
 
-async def test_deep_nesting_is_refused(url: str) -> None:
+@pytest.mark.parametrize("loops", [50, 300])
+async def test_deep_nesting_is_refused(url: str, loops: int) -> None:
     node: dict[str, Any] = {"id": "leaf", "type": "tool", "tool_name": "render_template"}
-    for i in range(300):
+    for i in range(loops):
         node = {"id": f"l{i}", "type": "loop", "items": "{{ [1] }}", "body": [node]}
-    text = json.dumps({"name": "deep", "nodes": [node]})  # sent as text: 900 levels of JSON
+    text = json.dumps({"name": "deep", "nodes": [node]})  # sent as text: 2 levels of JSON a loop
     async with http_client(url) as client:
         with healthz_watch(url) as watch:
             answers, slowest = await keep_in_flight(
                 lambda: client.call_tool("blueprint_run", {"blueprint": text}), watch)
         for answer in answers:
-            assert error_code(answer) == "invalid_blueprint"
-            [issue] = answer.structured_content["error"]["details"]["errors"]
-            assert issue["code"] == "blueprint_too_large" and "max_blueprint_depth" in issue["message"]
+            if loops * 2 < MAX_NESTING_DEPTH:  # read, then refused by the blueprint's own (configurable) limit
+                assert error_code(answer) == "invalid_blueprint"
+                [issue] = answer.structured_content["error"]["details"]["errors"]
+                assert issue["code"] == "blueprint_too_large" and "max_blueprint_depth" in issue["message"]
+            else:  # refused while read, as a YAML document as deep would be
+                assert error_code(answer) == "yaml_too_complex"
+                assert f"deeper than {MAX_NESTING_DEPTH} levels" in answer.structured_content["error"]["message"]
         watch.assert_responsive()
         print(f"deep: {len(answers)} calls, slowest {slowest * 1000:.0f} ms, worst /healthz {watch.worst * 1000:.0f} ms")
 
