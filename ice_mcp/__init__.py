@@ -21,11 +21,11 @@ from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationRe
 from ice_mcp.blueprint.loading import load_blueprint, load_network
 from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.builder import WorkflowBuilder
-from ice_mcp.engine.executor import NodeCall, NodeType
-from ice_mcp.engine.records import RunRecord
+from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, NodeFailure, UnknownName
 from ice_mcp.orchestrator import Orchestrator, RunHandle
 from ice_mcp.settings import Settings
+from ice_mcp.store.records import RunRecord
 from ice_mcp.tools.context import ToolCall, current_call
 from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry, Tool, ToolAnnotations, tool

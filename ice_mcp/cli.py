@@ -16,12 +16,12 @@ from typing import Any
 from ice_mcp.blueprint.issues import ValidationReport, nearest
 from ice_mcp.blueprint.loading import read_document
 from ice_mcp.bundled import bundled_dir
-from ice_mcp.engine.events import Event
-from ice_mcp.engine.plan import Plan
+from ice_mcp.core.plan import Plan
 from ice_mcp.errors import AnswerInvalid, BlueprintInvalid, IceError, NotWaiting
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
 from ice_mcp.settings import Settings
+from ice_mcp.store.events import Event
 from ice_mcp.tools.egress import allow_net_argument
 from ice_mcp.tools.modules import import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY

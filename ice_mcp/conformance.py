@@ -20,7 +20,7 @@ from mcp import MCPError
 
 from ice_mcp.errors import IceError, NodeFailure
 from ice_mcp.server.additions import ServerAdditions
-from ice_mcp.server.envelope import to_json
+from ice_mcp.server.protocol.envelope import to_json
 
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

@@ -13,10 +13,10 @@ from typing import Any
 from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.blueprint.models import Blueprint, ToolNode
 from ice_mcp.blueprint.schemas import schema_validator
-from ice_mcp.engine.executor import NodeCall
-from ice_mcp.engine.plan import Graph, Plan, PlanNode
-from ice_mcp.engine.scheduler import GraphShape
-from ice_mcp.engine.templates import compile_value
+from ice_mcp.core.executor import NodeCall
+from ice_mcp.core.plan import Graph, Plan, PlanNode
+from ice_mcp.core.scheduler import GraphShape
+from ice_mcp.core.templates import compile_value
 from ice_mcp.nodes.tool import run_tool
 from ice_mcp.tools.registry import ToolEntry
 from ice_mcp.types import NodeResult

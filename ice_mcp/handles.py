@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.engine.events import Event, EventLog, Listener
-from ice_mcp.engine.plan import Plan
-from ice_mcp.engine.records import RunRecord
+from ice_mcp.core.plan import Plan
+from ice_mcp.store.events import Event, EventLog, Listener
+from ice_mcp.store.records import RunRecord
 
 MAX_IDEMPOTENCY_KEYS = 10_000
 T = TypeVar("T")

@@ -19,13 +19,13 @@ from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationRe
 from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import load_network
 from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
-from ice_mcp.engine.context import RunContext, Spend, check_fits
-from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.executor import NodeCall, NodeExecutor
-from ice_mcp.engine.plan import Graph, Plan, PlanNode
-from ice_mcp.engine.scheduler import GraphShape
-from ice_mcp.engine.templates import Scope, compile_value
+from ice_mcp.core.context import RunContext, Spend, check_fits
+from ice_mcp.core.executor import NodeCall, NodeExecutor
+from ice_mcp.core.plan import Graph, Plan, PlanNode
+from ice_mcp.core.scheduler import GraphShape
+from ice_mcp.core.templates import Scope, compile_value
 from ice_mcp.errors import BlueprintInvalid, NodeFailure, RunStopped, TemplateCompileError
+from ice_mcp.store.events import Event, EventLog
 from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:

@@ -19,19 +19,14 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.blueprint.schemas import schema_validator
+from ice_mcp.core.blueprints import check_blueprint, compile_plan
+from ice_mcp.core.context import Sleep, Spend, check_fits
+from ice_mcp.core.executor import NodeType
+from ice_mcp.core.metrics import Metrics
+from ice_mcp.core.plan import Plan
+from ice_mcp.core.questions import Answer, Question, Questions
+from ice_mcp.core.runner import Runner
 from ice_mcp.direct import agent_document, tool_plan
-from ice_mcp.engine.blueprints import check_blueprint, compile_plan
-from ice_mcp.engine.context import Sleep, Spend, check_fits
-from ice_mcp.engine.events import Event, EventLog, Listener
-from ice_mcp.engine.executor import NodeType
-from ice_mcp.engine.journal import Replay, replay_from_events
-from ice_mcp.engine.metrics import Metrics
-from ice_mcp.engine.plan import Plan
-from ice_mcp.engine.questions import Answer, Question, Questions
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.runner import Runner
-from ice_mcp.engine.store import open_store
-from ice_mcp.engine.stores import Owner, RunStorage, Signal, StoredRun
 from ice_mcp.engines import Engine, Launch, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import (
@@ -48,6 +43,11 @@ from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, Ne
 from ice_mcp.nodes import builtin_node_types
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
+from ice_mcp.store.base import Owner, RunStorage, Signal, StoredRun
+from ice_mcp.store.events import Event, EventLog, Listener
+from ice_mcp.store.journal import Replay, replay_from_events
+from ice_mcp.store.records import RunRecord
+from ice_mcp.store.sqlite import open_store
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.handles import RunHandle
 
 if TYPE_CHECKING:
-    from ice_mcp.engine.context import Spend
-    from ice_mcp.engine.events import Event, Listener
-    from ice_mcp.engine.journal import Replay
-    from ice_mcp.engine.plan import Plan
-    from ice_mcp.engine.records import RunRecord
-    from ice_mcp.engine.store import StoredRun
+    from ice_mcp.core.context import Spend
+    from ice_mcp.core.plan import Plan
+    from ice_mcp.store.events import Event, Listener
+    from ice_mcp.store.journal import Replay
+    from ice_mcp.store.records import RunRecord
+    from ice_mcp.store.sqlite import StoredRun
 
 __all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle"]
 

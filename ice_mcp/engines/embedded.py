@@ -11,22 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ice_mcp.engine.context import RunContext, Sleep, Spend
-from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.journal import replay_from_events
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.stores import Owner, RunStorage, StoredRun
+from ice_mcp.core.context import RunContext, Sleep, Spend
 from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
 from ice_mcp.engines.following import follow_journal
 from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.store.base import Owner, RunStorage, StoredRun
+from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.journal import replay_from_events
+from ice_mcp.store.records import RunRecord
 
 if TYPE_CHECKING:
-    from ice_mcp.engine.context import WorkflowPlans
-    from ice_mcp.engine.events import Listener
-    from ice_mcp.engine.plan import Plan
-    from ice_mcp.engine.questions import Questions
-    from ice_mcp.engine.runner import Runner
+    from ice_mcp.core.context import WorkflowPlans
+    from ice_mcp.core.plan import Plan
+    from ice_mcp.core.questions import Questions
+    from ice_mcp.core.runner import Runner
     from ice_mcp.services import Services
+    from ice_mcp.store.events import Listener
 
 logger = logging.getLogger(__name__)
 CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run of another process waits for it to end

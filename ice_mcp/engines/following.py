@@ -8,10 +8,10 @@ import contextlib
 import dataclasses
 import logging
 
-from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.records import NodeRecord, RunRecord
-from ice_mcp.engine.stores import RunStorage
 from ice_mcp.errors import IceError
+from ice_mcp.store.base import RunStorage
+from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.records import NodeRecord, RunRecord
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import logging
 
-from ice_mcp.engine.executor import NodeType
+from ice_mcp.core.executor import NodeType
 from ice_mcp.nodes.condition import CONDITION_NODE
 from ice_mcp.nodes.human import HUMAN_NODE
 from ice_mcp.nodes.loop import LOOP_NODE

@@ -11,7 +11,7 @@ from ice_mcp.agents.memory import AgentMemoryBridge
 from ice_mcp.agents.tools import AgentTool, registry_tool, valid_tool_name, workflow_tool
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import AgentNode, NodeSpec
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.pricing import call_cost_range, estimate_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp.blueprint.models import CodeNode
-from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
 from ice_mcp.sandbox import Sandbox
 from ice_mcp.types import NodeResult

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.nodes.expressions import evaluate
 from ice_mcp.types import NodeResult
 

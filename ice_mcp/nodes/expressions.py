@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ice_mcp.engine.executor import NodeCall
-from ice_mcp.engine.templates import Expression
+from ice_mcp.core.executor import NodeCall
+from ice_mcp.core.templates import Expression
 
 
 async def evaluate(call: NodeCall, field: str, **extra: Any) -> Any:

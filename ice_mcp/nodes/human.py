@@ -18,10 +18,10 @@ from typing import Any
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.blueprint.models import HumanNode, NodeSpec, OnTimeoutDefault
 from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
-from ice_mcp.engine.questions import Question
-from ice_mcp.engine.records import iso
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.questions import Question
 from ice_mcp.errors import NodeFailure
+from ice_mcp.store.records import iso
 from ice_mcp.types import NodeResult
 
 APPROVAL_SCHEMA: dict[str, Any] = {

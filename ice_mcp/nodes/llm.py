@@ -8,7 +8,7 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.models import LLMNode, NodeSpec
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.json_call import OutputInvalid, ask

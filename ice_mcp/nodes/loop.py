@@ -7,8 +7,8 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.blueprint.models import LoopNode, NodeSpec
-from ice_mcp.engine.context import SubgraphResult
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.context import SubgraphResult
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
 from ice_mcp.nodes.concurrency import run_bounded
 from ice_mcp.types import NodeResult, Usage

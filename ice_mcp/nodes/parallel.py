@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from ice_mcp.blueprint.models import ParallelNode
-from ice_mcp.engine.context import SubgraphResult
-from ice_mcp.engine.executor import NodeCall, NodeType
+from ice_mcp.core.context import SubgraphResult
+from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import NodeFailure, RunStopped
 from ice_mcp.nodes.concurrency import run_bounded
 from ice_mcp.types import NodeResult, Usage

@@ -7,9 +7,9 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import AgentNode, NodeSpec, RecursiveNode
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
-from ice_mcp.engine.plan import PlanNode
-from ice_mcp.engine.templates import Constant
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.plan import PlanNode
+from ice_mcp.core.templates import Constant
 from ice_mcp.errors import NodeFailure
 from ice_mcp.nodes.expressions import evaluate
 from ice_mcp.nodes.workflow import check_workflow_ref, workflow_estimate

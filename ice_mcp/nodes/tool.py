@@ -7,8 +7,8 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, ToolNode
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
-from ice_mcp.engine.templates import (
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.templates import (
     Compiled,
     Constant,
     MappingValue,

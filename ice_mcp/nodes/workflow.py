@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, RecursiveNode, WorkflowNode
-from ice_mcp.engine.executor import CheckContext, NodeCall, NodeType
+from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure, UnknownName
 from ice_mcp.types import NodeResult
 

@@ -11,8 +11,8 @@ from typing import Any
 _EXPORTS = {
     "ServerOptions": "ice_mcp.server.options",
     "add_serve_commands": "ice_mcp.server.cli",
-    "build_server": "ice_mcp.server.app",
-    "create_http_app": "ice_mcp.server.web",
+    "build_server": "ice_mcp.server.protocol.server",
+    "create_http_app": "ice_mcp.server.web.app",
     "serve_main": "ice_mcp.server.cli",
     "serve_stdio": "ice_mcp.server.stdio",
 }

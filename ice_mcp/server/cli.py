@@ -18,7 +18,7 @@ from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.additions import load_extension
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.serving import bind_listener, serve_http
+from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
 from ice_mcp.tools.modules import import_tool_modules
@@ -122,7 +122,7 @@ def add_serve_commands(subparsers: Any) -> None:
                         help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
     config.set_defaults(handler=run_claude_config)
     from ice_mcp.server.cluster import add_dev_cluster_command
-    from ice_mcp.server.ui.viewer import add_ui_command
+    from ice_mcp.server.web.ui.viewer import add_ui_command
 
     add_ui_command(subparsers)
     add_dev_cluster_command(subparsers)
@@ -187,7 +187,7 @@ async def _serve(args: argparse.Namespace) -> None:
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:
-        from ice_mcp.server.web import (
+        from ice_mcp.server.web.app import (
             create_http_app,  # the MCP SDK, Starlette: only `serve` loads them
         )
 

@@ -14,9 +14,9 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from ice_mcp.server.app import build_server
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.server import build_server
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.settings import Settings
 
 if TYPE_CHECKING:
-    from ice_mcp.engine.context import Spend
+    from ice_mcp.core.context import Spend
     from ice_mcp.services import Services
 
 

@@ -20,7 +20,7 @@ from ice_mcp.errors import NodeFailure, UnknownName
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.models import Blueprint
-    from ice_mcp.engine.plan import Plan
+    from ice_mcp.core.plan import Plan
 
 ToolFunction = Callable[..., Any]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ice_mcp import Orchestrator, Settings
-from ice_mcp.engine.records import NodeRecord
+from ice_mcp.store.records import NodeRecord
 
 from .helpers import blueprint, tool
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from ice_mcp import Orchestrator, Registry, Settings, current_call
-from ice_mcp.engine.journal import replay_from_events
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.store import RunStore
 from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.store.journal import replay_from_events
+from ice_mcp.store.records import RunRecord
+from ice_mcp.store.sqlite import RunStore
 
 from .helpers import blueprint, tool
 

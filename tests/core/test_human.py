@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ice_mcp import Orchestrator, Registry, Settings
-from ice_mcp.engine.questions import Questions
+from ice_mcp.core.questions import Questions
 from ice_mcp.errors import AnswerInvalid, NotWaiting, UnknownName
 
 from .helpers import blueprint, root_error, tool

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ice_mcp import InputsInvalid, NodeFailure, NodeResult, Orchestrator, Registry, Settings, Usage
-from ice_mcp.engine.runner import backoff_delay
+from ice_mcp.core.runner import backoff_delay
 
 from .helpers import blueprint, statuses, tool
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ice_mcp.engine.scheduler import GraphShape, NodeState, Scheduler
+from ice_mcp.core.scheduler import GraphShape, NodeState, Scheduler
 
 
 def shape(deps: dict[str, list[str]], gates: dict[str, list[tuple[str, bool]]] | None = None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp import NodeResult, Orchestrator, Registry, Settings, Usage
-from ice_mcp.engine.records import NodeRecord, RunRecord
-from ice_mcp.engine.store import RunStore
+from ice_mcp.store.records import NodeRecord, RunRecord
+from ice_mcp.store.sqlite import RunStore
 
 from .helpers import blueprint, tool
 

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ice_mcp.engine.templates import (
+from ice_mcp.core.templates import (
     MAX_OUTPUT_CHARS,
     MAX_SEQUENCE_ITEMS,
     Scope,

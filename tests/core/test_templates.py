@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jinja2.exceptions import TemplateSyntaxError
 
 from ice_mcp import Orchestrator, Registry
-from ice_mcp.engine.templates import (
+from ice_mcp.core.templates import (
     ENV,
     MAX_OUTPUT_CHARS,
     MAX_RENDER_SECONDS,

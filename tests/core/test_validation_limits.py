@@ -18,7 +18,7 @@ from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validat
 from ice_mcp.errors import IceError
 from ice_mcp.llm.structured import InvalidOutput
 from ice_mcp.llm.structured import validate as validate_output
-from ice_mcp.server.calls import ArgumentsInvalid, check_arguments
+from ice_mcp.server.protocol.calls import ArgumentsInvalid, check_arguments
 
 from .helpers import blueprint, tool
 

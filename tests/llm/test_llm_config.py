@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ice_mcp.engine.context import Spend
+from ice_mcp.core.context import Spend
 from ice_mcp.errors import RunStopped
 from ice_mcp.llm import (
     BudgetExceeded,

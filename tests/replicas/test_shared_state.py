@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ice_mcp import NodeResult, Orchestrator, Registry, Settings
-from ice_mcp.engine.events import Event
 from ice_mcp.errors import AnswerInvalid, NotWaiting
+from ice_mcp.store.events import Event
 
 STEP = 0.15
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ice_mcp.engine.events import EventLog
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.redis_store import RedisRunStore, redact
-from ice_mcp.engine.store import RunStore, open_store
-from ice_mcp.engine.stores import Owner, RunStorage, Signal
 from ice_mcp.errors import IceError
 from ice_mcp.server.cluster import free_port
+from ice_mcp.store.base import Owner, RunStorage, Signal
+from ice_mcp.store.events import EventLog
+from ice_mcp.store.records import RunRecord
+from ice_mcp.store.redis import RedisRunStore, redact
+from ice_mcp.store.sqlite import RunStore, open_store
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -14,7 +14,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import ADMIN, http_client, structured
 
-from ice_mcp.engine.store import RunStore
+from ice_mcp.store.sqlite import RunStore
 
 STEP = 0.4  # seconds each node waits: long enough to kill a server while a node is in flight
 JOURNAL_LATENCY = 0.05  # seconds the store may take to commit an event (it collects them every 5 ms)

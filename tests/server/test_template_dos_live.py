@@ -12,7 +12,7 @@ import pytest
 from live import healthz_watch, live_server
 from mcp_helpers import http_client
 
-from ice_mcp.engine.templates import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, MAX_WORK_CHARS
+from ice_mcp.core.templates import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, MAX_WORK_CHARS
 
 DEADLINE = f"template took longer than {int(MAX_RENDER_SECONDS * 1000)} ms"
 POWER_TOWER = "{{ " + " ** ".join(["9"] * 200) + " }}"

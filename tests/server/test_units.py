@@ -8,11 +8,11 @@ import pytest
 
 from ice_mcp import Orchestrator, Settings
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.server.annotations import workflow_annotations
-from ice_mcp.server.diagram import mermaid
-from ice_mcp.server.documents import DocumentError, parse_document
-from ice_mcp.server.naming import advertised_name, parse_canonical
-from ice_mcp.server.schema import flatten_schema
+from ice_mcp.server.protocol.annotations import workflow_annotations
+from ice_mcp.server.protocol.diagram import mermaid
+from ice_mcp.server.protocol.documents import DocumentError, parse_document
+from ice_mcp.server.protocol.naming import advertised_name, parse_canonical
+from ice_mcp.server.protocol.schema import flatten_schema
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from temporal_cluster import Cluster
 
-from ice_mcp.engine.journal import replay_from_events
-from ice_mcp.engine.records import RunRecord
 from ice_mcp.engines.temporal.client import TemporalEngine
 from ice_mcp.handles import new_run_id
+from ice_mcp.store.journal import replay_from_events
+from ice_mcp.store.records import RunRecord
 
 THREE = {"name": "three", "nodes": [
     {"id": "a", "type": "tool", "tool_name": "step", "tool_args": {"label": "a"}},

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from temporal_cluster import Cluster
 
-from ice_mcp.engine.store import RunStore
 from ice_mcp.errors import IceError
+from ice_mcp.store.sqlite import RunStore
 
 HELLO = {"name": "hello", "nodes": [{"id": "hi", "type": "llm", "model": "gpt-4o-mini", "prompt": "say hello"}]}
 

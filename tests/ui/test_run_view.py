@@ -13,7 +13,7 @@ from conftest import server_env, ui_viewer, use_token
 from live import healthz_watch, live_server
 from mcp_helpers import ADMIN, http_client, structured
 
-from ice_mcp.engine.store import RunStore
+from ice_mcp.store.sqlite import RunStore
 
 # Records every node's data-state changes in the page, so a test can tell states seen live from final ones.
 WATCH_STATES = """() => {

@@ -12,9 +12,9 @@ import httpx2
 from ice_mcp import Orchestrator
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.errors import NodeFailure
-from ice_mcp.server.ui.graph import blueprint_graph
-from ice_mcp.server.ui.routes import RunViews
-from ice_mcp.server.ui.views import root_cause, slim_event
+from ice_mcp.server.web.ui.graph import blueprint_graph
+from ice_mcp.server.web.ui.routes import RunViews
+from ice_mcp.server.web.ui.views import root_cause, slim_event
 
 
 def echo_node(node_id: str, template: str, *deps: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from upstream_servers import Connect, changing, everything, filesystem, time_server
 
-from ice_mcp.server.annotations import workflow_annotations
+from ice_mcp.server.protocol.annotations import workflow_annotations
 
 pytestmark = pytest.mark.usefixtures("servers_installed")
 

@@ -14,14 +14,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ice_mcp.blueprint.models import NodeSpec
-from ice_mcp.engine.context import RunContext, Spend
-from ice_mcp.engine.events import Event, EventLog
-from ice_mcp.engine.executor import NodeCall, NodeType
-from ice_mcp.engine.plan import PlanNode
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.runner import failure_of
-from ice_mcp.engine.stores import RunStorage, dumps, loads
-from ice_mcp.engine.templates import Constant, Scope
+from ice_mcp.core.context import RunContext, Spend
+from ice_mcp.core.executor import NodeCall, NodeType
+from ice_mcp.core.plan import PlanNode
+from ice_mcp.core.runner import failure_of
+from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
     NODE_ACTIVITY,
@@ -33,10 +30,13 @@ from ice_mcp.engines.temporal.wire import (
     RecordSave,
 )
 from ice_mcp.errors import RunStopped
+from ice_mcp.store.base import RunStorage, dumps, loads
+from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.records import RunRecord
 
 if TYPE_CHECKING:
-    from ice_mcp.engine.context import WorkflowPlans
-    from ice_mcp.engine.runner import Runner
+    from ice_mcp.core.context import WorkflowPlans
+    from ice_mcp.core.runner import Runner
     from ice_mcp.services import Services
 
 SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)

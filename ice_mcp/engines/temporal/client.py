@@ -17,18 +17,18 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from ice_mcp.engine.context import Spend
-from ice_mcp.engine.events import Event, EventLog, Listener
-from ice_mcp.engine.journal import Replay
-from ice_mcp.engine.plan import Plan
-from ice_mcp.engine.records import RunRecord
-from ice_mcp.engine.stores import RunStorage, StoredRun
+from ice_mcp.core.context import Spend
+from ice_mcp.core.plan import Plan
 from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
 from ice_mcp.engines.following import follow_event, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
 from ice_mcp.engines.temporal.wire import RUN_WORKFLOW, RunStart, Tuning
 from ice_mcp.errors import IceError
 from ice_mcp.settings import Settings
+from ice_mcp.store.base import RunStorage, StoredRun
+from ice_mcp.store.events import Event, EventLog, Listener
+from ice_mcp.store.journal import Replay
+from ice_mcp.store.records import RunRecord
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator

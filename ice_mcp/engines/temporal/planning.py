@@ -24,12 +24,11 @@ from temporalio.exceptions import (
     ChildWorkflowError,
 )
 
-from ice_mcp.engine.blueprints import compile_plan
-from ice_mcp.engine.context import RunContext, Spend, SubgraphResult
-from ice_mcp.engine.events import Event
-from ice_mcp.engine.executor import NodeCall, NodeType
-from ice_mcp.engine.plan import Plan
-from ice_mcp.engine.runner import Runner
+from ice_mcp.core.blueprints import compile_plan
+from ice_mcp.core.context import RunContext, Spend, SubgraphResult
+from ice_mcp.core.executor import NodeCall, NodeType
+from ice_mcp.core.plan import Plan
+from ice_mcp.core.runner import Runner
 from ice_mcp.engines.temporal.wire import (
     NESTED_EVENTS_SIGNAL,
     NESTED_WORKFLOW,
@@ -50,6 +49,7 @@ from ice_mcp.nodes.recursive import recursive_node_type
 from ice_mcp.nodes.workflow import WORKFLOW_NODE
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
+from ice_mcp.store.events import Event
 from ice_mcp.tools.registry import Registry
 from ice_mcp.types import NodeResult, Usage
 

@@ -12,10 +12,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ice_mcp.engine.context import RunContext, Spend
-    from ice_mcp.engine.events import EventLog
-    from ice_mcp.engine.journal import Replay, replay_from_events
-    from ice_mcp.engine.records import RunRecord
+    from ice_mcp.core.context import RunContext, Spend
     from ice_mcp.engines.temporal.planning import PLANS, CallerSpend, EventSink, WorkflowRunner
     from ice_mcp.engines.temporal.wire import (
         LOAD_JOURNAL,
@@ -29,6 +26,9 @@ with workflow.unsafe.imports_passed_through():
         RunStart,
     )
     from ice_mcp.errors import IceError, NodeFailure, RunStopped
+    from ice_mcp.store.events import EventLog
+    from ice_mcp.store.journal import Replay, replay_from_events
+    from ice_mcp.store.records import RunRecord
 
 LOCAL_TIMEOUT = timedelta(seconds=60)
 

@@ -9,7 +9,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 from pydantic import Field
 
-from ice_mcp.engine.templates import render_text
+from ice_mcp.core.templates import render_text
 from ice_mcp.errors import NodeFailure, TemplateCompileError
 
 

@@ -1,0 +1,80 @@
+"""Validation and compilation entry points: a blueprint in, a report and (when clean) a plan out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
+from ice_mcp.blueprint.limits import BlueprintLimits
+from ice_mcp.blueprint.loading import Unparsed, parse_blueprint
+from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.core.compiler import Compiler
+from ice_mcp.core.executor import NodeType
+from ice_mcp.core.plan import Plan
+from ice_mcp.errors import BlueprintInvalid
+
+if TYPE_CHECKING:
+    from ice_mcp.services import Services
+
+RESERVED_IDS = frozenset({"inputs", "global", "item", "index", "iteration", "previous"})
+Source = Blueprint | str | Path | Mapping[str, Any]
+
+
+def check_blueprint(source: Source, services: Services, node_types: Mapping[str, NodeType],
+                    unavailable: Mapping[str, str] | None = None) -> tuple[ValidationReport, Plan | None]:
+    """Every problem at once, plus the cost estimate; never raises."""
+    try:
+        return _check(source, services, node_types, unavailable)
+    except Exception as exc:  # validation must never raise past its caller
+        issue = ValidationIssue(code="internal_error", message=f"validation failed unexpectedly: {type(exc).__name__}: {exc}")
+        return ValidationReport(ok=False, errors=[issue]), None
+
+
+def _check(source: Source, services: Services, node_types: Mapping[str, NodeType],
+           unavailable: Mapping[str, str] | None) -> tuple[ValidationReport, Plan | None]:
+    parsed = parse_blueprint(source, BlueprintLimits.from_settings(services.settings))
+    compiler = Compiler(services, node_types, unavailable)
+    compiler.issues.extend(parsed.issues)
+    raw = parsed.raw
+    for node in _all_nodes(parsed.nodes):
+        if node.id in RESERVED_IDS and not isinstance(node, Unparsed):
+            compiler.issue("reserved_id", f"node id {node.id!r} is a reserved name", node.id, "id")
+    bp = parsed.blueprint
+    plan, estimate = compiler.compile(
+        bp,
+        parsed.nodes,
+        inputs_schema=bp.inputs if bp else raw.get("inputs", {"type": "object"}),
+        outputs=bp.outputs if bp else raw.get("outputs"),
+        budget_usd=bp.budget_usd if bp else _number(raw.get("budget_usd")),
+        max_parallel=bp.max_parallel if bp else 16,
+    )
+    report = ValidationReport(ok=not compiler.issues, errors=compiler.issues, warnings=compiler.warnings,
+                              estimate=estimate)
+    return report, plan
+
+
+def _all_nodes(nodes: list[Any]) -> list[Any]:
+    found: list[Any] = []
+    for node in nodes:
+        found.append(node)
+        if not getattr(node, "subgraph_fields", ()):
+            continue  # most nodes have no sub-graph: skip pydantic's slow lookup of missing attributes
+        for body in (getattr(node, "body", None), *(getattr(node, "branches", None) or [])):
+            if isinstance(body, list):
+                found.extend(_all_nodes(body))
+    return found
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def compile_plan(source: Source, services: Services, node_types: Mapping[str, NodeType],
+                 unavailable: Mapping[str, str] | None = None) -> Plan:
+    """The plan of a valid blueprint; raises BlueprintInvalid with every problem."""
+    report, plan = check_blueprint(source, services, node_types, unavailable)
+    if plan is None:
+        raise BlueprintInvalid(report)
+    return plan

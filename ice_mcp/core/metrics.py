@@ -1,0 +1,70 @@
+"""Metrics per node type, fed from run events: count, success rate, latency, cost, tokens."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ice_mcp.store.events import Event
+
+
+@dataclass(slots=True)
+class TypeMetrics:
+    count: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    latency_ms_total: float = 0.0
+    latency_ms_max: float = 0.0
+    cost_usd: float = 0.0
+    tokens: int = 0
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
+
+    def to_dict(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies)
+        def pct(p: float) -> float | None:
+            return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 3) if ordered else None
+        return {
+            "count": self.count,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "success_rate": round(self.succeeded / self.count, 4) if self.count else None,
+            "latency_ms": {"mean": round(self.latency_ms_total / self.count, 3) if self.count else None,
+                           "p50": pct(0.5), "p95": pct(0.95), "max": round(self.latency_ms_max, 3)},
+            "cost_usd": self.cost_usd,
+            "tokens": self.tokens,
+        }
+
+
+class Metrics:
+    """Aggregates node outcomes by node type; keeps the last 1,024 latencies per type for percentiles."""
+
+    def __init__(self) -> None:
+        self.by_type: dict[str, TypeMetrics] = {}
+        self.runs: dict[str, int] = {}
+
+    def observe(self, event: Event) -> None:
+        if event.type == "run_finished":
+            status = str(event.data.get("status"))
+            self.runs[status] = self.runs.get(status, 0) + 1
+            return
+        if event.type not in ("node_succeeded", "node_failed"):
+            return
+        node_type = str(event.data.get("type"))
+        metrics = self.by_type.get(node_type)
+        if metrics is None:
+            metrics = self.by_type[node_type] = TypeMetrics()
+        latency = float(event.data.get("duration_ms", 0.0))
+        metrics.count += 1
+        if event.type == "node_succeeded":
+            metrics.succeeded += 1
+            metrics.cost_usd += float(event.data.get("cost_usd", 0.0))
+            metrics.tokens += int(event.data.get("tokens", 0))
+        else:
+            metrics.failed += 1
+        metrics.latency_ms_total += latency
+        metrics.latency_ms_max = max(metrics.latency_ms_max, latency)
+        metrics.latencies.append(latency)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"runs": dict(self.runs), "node_types": {k: v.to_dict() for k, v in sorted(self.by_type.items())}}

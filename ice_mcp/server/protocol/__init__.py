@@ -1,0 +1,1 @@
+"""The MCP protocol: the catalogue of tools, resources and prompts, what a call does, tasks and notifications."""

@@ -1,0 +1,195 @@
+"""The MCP tool catalogue, rebuilt from the orchestrator's registry whenever it changes."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
+from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME, Builtin
+from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
+from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
+from ice_mcp.server.protocol.schema import flatten_schema
+from ice_mcp.tools.registry import SchemaToolEntry
+
+META_KEY = "io.ice_mcp/id"
+AGENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
+    "required": ["input"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One advertised tool and what it runs."""
+
+    name: str  # advertised
+    kind: str  # workflow | tool | agent | builtin | native (added by an extension module)
+    target: str  # registry name, builtin name or native tool name
+    tool: types.Tool
+    admin: bool = False
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.tool.input_schema
+
+
+class Catalogue:
+    """Registry entries plus the built-in tools, in a deterministic order, with name lookup."""
+
+    def __init__(self, orc: Any, options: ServerOptions) -> None:
+        self._orc = orc
+        self._options = options
+        self._entries: list[Entry] | None = None
+        self._by_name: dict[str, Entry] = {}
+        self._by_id: dict[tuple[str, str], Entry] = {}
+
+    def invalidate(self) -> None:
+        self._entries = None
+
+    # -- building -------------------------------------------------------------------------
+
+    def _name(self, kind: str, name: str) -> str:
+        if name in self._options.additions.bare_names:
+            return name
+        return advertised_name(
+            kind, name, limit=self._options.max_name_length, canonical=self._options.canonical_names
+        )
+
+    def _meta(self, kind: str, name: str) -> dict[str, Any]:
+        return {META_KEY: canonical_id(kind, name)}
+
+    def _registry_entries(self) -> list[Entry]:
+        registry = self._orc.registry
+        out: list[Entry] = []
+        for name in sorted(registry.workflows):
+            bp = registry.workflows[name].blueprint
+            cid = canonical_id("workflow", name)
+            tool = types.Tool(
+                name=self._name("workflow", name),
+                title=cid,
+                description=bp.description or f"Run the workflow {name}.",
+                input_schema=flatten_schema(bp.inputs),
+                output_schema=ENVELOPE_SCHEMA,
+                annotations=workflow_annotations(bp, registry, title=cid),
+                _meta=self._meta("workflow", name),
+            )
+            out.append(Entry(tool.name, "workflow", name, tool))
+        for name in sorted(registry.tools):
+            entry = registry.tools[name]
+            upstream = isinstance(entry, SchemaToolEntry) and entry.server is not None
+            if upstream and not self._options.expose_upstream:
+                continue  # another MCP server's tool: for workflows and agents, not re-exported unless asked
+            cid = canonical_id("tool", name)
+            tool = types.Tool(
+                name=self._name("tool", entry.model_name if upstream else name),
+                title=cid,
+                description=entry.description or f"Run the tool {name}.",
+                input_schema=flatten_schema(entry.input_schema),
+                output_schema=ENVELOPE_SCHEMA,
+                annotations=tool_annotations(entry, title=cid),
+                _meta=self._meta("tool", name),
+            )
+            out.append(Entry(tool.name, "tool", name, tool))
+        for name in sorted(registry.agents):
+            entry = registry.agents[name]
+            cid = canonical_id("agent", name)
+            tool = types.Tool(
+                name=self._name("agent", name),
+                title=cid,
+                description=entry.description or f"Ask the agent {name}.",
+                input_schema=AGENT_SCHEMA,
+                output_schema=ENVELOPE_SCHEMA,
+                annotations=types.ToolAnnotations(
+                    title=cid,
+                    read_only_hint=False,
+                    destructive_hint=True,
+                    idempotent_hint=False,
+                    open_world_hint=True,
+                ),
+                _meta=self._meta("agent", name),
+            )
+            out.append(Entry(tool.name, "agent", name, tool))
+        return out
+
+    def _builtin_entry(self, builtin: Builtin) -> Entry:
+        name = builtin.alias if (self._options.canonical_names and builtin.alias) else builtin.name
+        meta = {META_KEY: builtin.alias or builtin.name}
+        tool = types.Tool(
+            name=name,
+            title=builtin.alias or builtin.name,
+            description=builtin.description,
+            input_schema=builtin.input_schema,
+            annotations=builtin.annotations,
+            _meta=meta,
+        )
+        return Entry(name, "builtin", builtin.name, tool, admin=builtin.admin)
+
+    def entries(self) -> list[Entry]:
+        if self._entries is None:
+            native = [Entry(name, "native", name, added.tool)
+                      for name, added in sorted(self._options.additions.tools.items())]
+            # An extension module's own tools first: they are what it was loaded for.
+            entries = native + self._registry_entries() + [self._builtin_entry(b) for b in BUILTINS]
+            by_name: dict[str, Entry] = {}
+            for entry in entries:
+                by_name.setdefault(entry.name, entry)
+            self._entries = list(by_name.values())
+            self._by_name = by_name
+            self._by_id = {(e.kind, e.target): e for e in self._entries}
+        return self._entries
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def _listed(self, entry: Entry) -> bool:
+        ident = entry.tool.title or entry.name
+        include, exclude = self._options.include, self._options.exclude
+        if include and not any(
+            fnmatch.fnmatchcase(n, p) for p in include for n in (entry.name, ident)
+        ):
+            return False
+        return not any(fnmatch.fnmatchcase(n, p) for p in exclude for n in (entry.name, ident))
+
+    def allowed(self, entry: Entry) -> bool:
+        """On a read-only server only tools that declare readOnlyHint run (workflows: every node does)."""
+        hints = entry.tool.annotations
+        return not self._options.read_only or bool(hints is not None and hints.read_only_hint)
+
+    def listed(self, *, admin: bool) -> list[types.Tool]:
+        return [
+            e.tool
+            for e in self.entries()
+            if self._listed(e) and (admin or not e.admin) and self.allowed(e)
+        ]
+
+    def resolve(self, name: str) -> Entry | None:
+        """Find a tool by advertised name, canonical id (`workflow:x`) or alias (`network.execute`)."""
+        self.entries()
+        entry = self._by_name.get(name)
+        if entry is not None:
+            return entry
+        if name in ALIASES:
+            return self._by_id.get(("builtin", ALIASES[name]))
+        if name in BY_NAME:
+            return self._by_id.get(("builtin", name))
+        parsed = parse_canonical(name)
+        if parsed is not None:
+            return self._by_id.get(parsed)
+        for kind in ("workflow", "tool", "agent"):
+            # The `_` form even when canonical names are advertised.
+            prefix = f"{kind}_"
+            if name.startswith(prefix) and (found := self._by_id.get((kind, name[len(prefix) :]))):
+                return found
+        return None
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries()]
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        entry = self.resolve(name)
+        return entry.schema if entry is not None else None

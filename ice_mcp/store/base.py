@@ -1,0 +1,318 @@
+"""The run-store interface (`RunStorage`) and what its implementations share: value types, the JSON
+codec, lease arithmetic, and the writer thread that keeps records and journals without blocking runs.
+
+Two stores implement it: `sqlite.RunStore` (SQLite in the data folder, one machine) and
+`redis.RedisRunStore` (a Redis server that several replicas share). `sqlite.open_store` picks one.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import functools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.records import ACTIVE, RunRecord
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 512
+_POLL_SECONDS = 0.005  # how often the writer collects new events while runs are live
+_FALLBACK = "~"  # marks a value stdlib json had to encode (integers beyond 64 bits)
+ENGINE_OWNER_PREFIXES = ("temporal:",)  # owners whose runs their engine resumes (never taken over here)
+FOLLOW_IDLE_SECONDS = 1.0  # `follow` yields an empty batch this often while a run is quiet
+
+
+@dataclass(slots=True)
+class StoredRun:
+    """A run as the store holds it: the record plus what resuming it needs."""
+
+    record: RunRecord
+    owner: str | None
+    blueprint: dict[str, Any] | None
+    version: int | None
+    idempotency_key: str | None
+    retry_of: str | None
+
+
+@dataclass(slots=True)
+class StoredBlueprint:
+    name: str
+    version: int
+    source: dict[str, Any]
+    created_at: float
+
+
+@dataclass(slots=True)
+class Owner:
+    """A process that runs runs: its lease lives while it heartbeats."""
+
+    owner_id: str
+    host: str
+    pid: int
+
+    @classmethod
+    def this_process(cls, owner_id: str) -> Owner:
+        return cls(owner_id, socket.gethostname(), os.getpid())
+
+
+SIGNAL_KINDS = ("cancel", "blueprint", "answer")
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A message to every process on the store: a run's cancellation was asked for (`subject` = run id),
+    a registered blueprint changed (`subject` = its name), or a person answered a run's question (`subject`
+    = run id, `data` = {node, answer, by, declined}). `listening` comes first, once the listener hears
+    everything from then on: what happened before is read from the store."""
+
+    kind: Literal["listening", "cancel", "blueprint", "answer"]
+    subject: str
+    data: dict[str, Any] | None = None
+
+
+class RunStorage(Protocol):
+    """Where runs, their journals, owners, idempotency keys, caller spend and registered blueprints live.
+
+    Writes of records and events are queued (`save`, `keep_journal`, `heartbeat`); everything else
+    answers at once. `shared` stores are read by processes on other machines too: `create` keeps a new
+    run there before its id is handed out, and gives its idempotency key to one run only.
+    """
+
+    shared: bool
+    location: str  # where it is, for messages (a path, or a URL without its password)
+
+    def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
+               retry_of: str | None = None) -> str | None: ...
+    def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+             blueprint: dict[str, Any] | str | None = None, version: int | None = None,
+             retry_of: str | None = None) -> int: ...
+    def keep_journal(self, log: EventLog, written: int = 0) -> None: ...
+    def heartbeat(self, owner: Owner) -> None: ...
+    def flush(self, timeout: float | None = 30.0) -> bool: ...
+
+    def get(self, run_id: str) -> RunRecord | None: ...
+    def run(self, run_id: str) -> StoredRun | None: ...
+    def events(self, run_id: str, after: int = -1) -> builtins.list[dict[str, Any]]: ...
+    def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]: ...
+    def by_idempotency_key(self, key: str) -> str | None: ...
+    def list(self, *, status: str | None = None, workflow: str | None = None,
+             limit: int = 50) -> builtins.list[RunRecord]: ...
+
+    def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]: ...
+    def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool: ...
+    def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool: ...
+    def register_owner(self, me: Owner) -> None: ...
+    def release_owner(self, me: Owner) -> None: ...
+
+    def request_cancel(self, run_id: str) -> None: ...
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None: ...
+    def cancel_requested(self, run_id: str) -> bool: ...
+    def signals(self) -> AsyncGenerator[Signal, None]: ...
+
+    def add_spend(self, caller: str, usd: float) -> float: ...
+    def spent(self, caller: str) -> float: ...
+
+    def put_blob(self, key: str, data: bytes) -> None: ...
+    def get_blob(self, key: str) -> bytes: ...
+
+    def secret(self, name: str) -> bytes: ...
+
+    def save_blueprint(self, name: str, source: dict[str, Any]) -> int: ...
+    def delete_blueprint(self, name: str) -> bool: ...
+    def blueprints(self) -> builtins.list[StoredBlueprint]: ...
+    def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Journal:
+    """A live run's event log and how much of it is kept."""
+
+    events: builtins.list[Event]
+    written: int
+    finished: bool = False
+
+
+Item = tuple[int, str, Any]  # (ticket, kind, row)
+Chunk = tuple[str, Journal, int]  # (run_id, journal, end): events[journal.written:end] are to be written
+
+
+class QueuedWriter:
+    """One writer thread writes queued rows and the events each live run appended since the last batch
+    (every few milliseconds), so the event loop never encodes or waits on the store, and a crash leaves
+    a prefix of each journal. Subclasses write a batch with `_write_batch` and close in `_close_store`."""
+
+    def _start_queue(self) -> None:
+        self._pending: deque[Item] = deque()  # appends and pops are atomic: no lock per write
+        self._wake = threading.Event()
+        self._journals: dict[str, Journal] = {}
+        self._ticket = 0  # the last write queued
+        self._committed = 0  # the last write done (kept, or given up on and reported)
+        self._done = threading.Condition()
+        self.write_errors = 0
+        self.last_write_error: str | None = None
+        self._closed = False
+        self._writer = self._start_writer()
+
+    def save(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+             blueprint: dict[str, Any] | str | None = None, version: int | None = None,
+             retry_of: str | None = None) -> int:
+        """Queue the record as it is now (what is None keeps its stored value); returns its ticket."""
+        # A finished record no longer changes: the writer turns it into a dict, off the event loop.
+        snapshot = record if record.done else record.to_dict()
+        return self._queue("run", (record.run_id, record.workflow, record.status, record.started_at,
+                                   idempotency_key, snapshot, owner, blueprint, version, retry_of))
+
+    def keep_journal(self, log: EventLog, written: int = 0) -> None:
+        """Write `log`'s events as they are appended (all but the first `written`, already kept),
+        until the run's record is saved with a final status."""
+        self._journals[log.run_id] = Journal(log.events, written)
+        self._wake.set()
+
+    def heartbeat(self, owner: Owner) -> None:
+        self._queue("owner", (owner.owner_id, owner.host, owner.pid, time.time()))
+
+    def _queue(self, kind: str, row: Any) -> int:
+        if not self._writer.is_alive() and not self._closed:
+            self._writer = self._start_writer()  # never leave writes queued behind a dead thread
+        self._ticket += 1
+        self._pending.append((self._ticket, kind, row))
+        if not self._wake.is_set():
+            self._wake.set()
+        return self._ticket
+
+    def _start_writer(self) -> threading.Thread:
+        thread = threading.Thread(target=self._write_rows, name="ice_mcp-run-store", daemon=True)
+        thread.start()
+        return thread
+
+    def _write_rows(self) -> None:
+        while True:
+            self._wake.wait(_POLL_SECONDS if self._journals else None)
+            self._wake.clear()
+            closing = self._closed
+            items = [self._pending.popleft() for _ in range(min(_BATCH, len(self._pending)))]
+            for _, kind, row in items:
+                if kind == "run" and row[2] not in ACTIVE and row[0] in self._journals:
+                    self._journals[row[0]].finished = True  # its last events are in the snapshot below
+            chunks = [(run_id, journal, len(journal.events)) for run_id, journal in builtins.list(self._journals.items())
+                      if len(journal.events) > journal.written or journal.finished]
+            try:
+                self._write_batch(items, chunks)
+            except Exception:  # one bad row must not lose the others: write them one by one
+                for item in items:
+                    self._write_alone(item[1], functools.partial(self._write_batch, [item], []))
+                for chunk in chunks:
+                    self._write_alone("journal", functools.partial(self._write_batch, [], [chunk]))
+            for run_id, journal, end in chunks:
+                journal.written = end
+                if journal.finished:
+                    self._journals.pop(run_id, None)
+            if items:
+                self._mark_committed(items[-1][0])
+            if closing and not self._pending:
+                return
+            if self._pending:
+                self._wake.set()
+
+    def _write_batch(self, items: builtins.list[Item], chunks: builtins.list[Chunk]) -> None:
+        raise NotImplementedError
+
+    def _write_alone(self, what: str, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            self.write_errors += 1
+            self.last_write_error = f"{type(exc).__name__}: {exc}"
+            logger.exception("run store: could not write a %s row", what)
+
+    def _mark_committed(self, ticket: int) -> None:
+        with self._done:
+            self._committed = ticket
+            self._done.notify_all()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait (blocking, bounded) until every write queued and every event appended so far is done;
+        False if time ran out."""
+        ticket = self._queue("flush", None)
+        with self._done:
+            return self._done.wait_for(lambda: self._committed >= ticket, timeout)
+
+    def _stop_writer(self) -> bool:
+        """Finish pending writes (bounded) and stop the writer; False if it is still busy."""
+        if self._closed:
+            return False
+        self._closed = True
+        if self._writer.is_alive():
+            self._wake.set()
+            self._writer.join(timeout=30)
+        return not self._writer.is_alive()
+
+
+def owner_gone(owner: str | None, host: str | None, pid: int | None, beat: float | None, me: Owner,
+               lease_seconds: float) -> bool:
+    """Whether a run's owner no longer runs it: none, its lease ran out, or its process on this host died.
+    A run owned by an engine that resumes its runs itself (Temporal: `temporal:NS/QUEUE`) is never orphaned."""
+    if owner == me.owner_id or (owner is not None and owner.startswith(ENGINE_OWNER_PREFIXES)):
+        return False
+    return (owner is None or beat is None or time.time() - beat > lease_seconds
+            or (host == me.host and not process_alive(pid)))
+
+
+def process_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def event_dict(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as `Event.to_dict` gives it (the writer encodes the dataclass whole, Nones included)."""
+    for key in ("node_id", "attempt", "data"):
+        if not event.get(key) and event.get(key) != 0:
+            event.pop(key, None)
+    return event
+
+
+def dumps(value: Any) -> str:
+    """JSON text of any value a node can produce; orjson first (fast), stdlib json for huge integers."""
+    try:
+        # orjson: a 1,000-node run's record and events encode in ~3 ms instead of ~13 ms.
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return _FALLBACK + json.dumps(value, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """What stdlib json cannot encode: dataclasses (as orjson encodes them), else their text."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return str(value)
+
+
+def loads(text: str | bytes) -> Any:
+    if isinstance(text, bytes):
+        text = text.decode()
+    if text.startswith(_FALLBACK):
+        return json.loads(text[1:])
+    return orjson.loads(text)

@@ -1,0 +1,472 @@
+"""The Redis run store: what `--state redis://...` shares between MCP replicas and workers.
+
+Layout (every key under a prefix, `ice_mcp:` by default):
+  run:{id}            hash: record, workflow, status, started_at, owner, blueprint, version, key, retry_of
+  runs, workflow:{w}, status:{s}   sorted sets of run ids by start time (the run lists)
+  events:{id}         stream: one entry per written batch of a run's events, id `{last_seq + 1}-0`,
+                      so `events(after)` is one XRANGE (other replicas follow a run by polling it)
+  key:{k}             an idempotency key's run id, expiring with the key
+  owners              hash owner id -> [host, pid, heartbeat]
+  cancel:{id}         a run whose cancellation was asked for (a day)
+  spend               hash caller -> dollars spent in all (HINCRBYFLOAT: atomic across replicas)
+  blob:{sha256}       a large Temporal payload that travels by reference
+  secret:{name}       a random key every replica shares (the one sealing multi-round requestState)
+  blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
+  signals             a pub/sub channel: cancel requests, blueprint changes and answers, heard by every replica
+Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
+never sees a finished run's record without its last events. Standalone Redis (the scripts build
+key names at run time, which Redis Cluster does not allow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import functools
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from ice_mcp.errors import IceError
+from ice_mcp.store.base import (
+    FOLLOW_IDLE_SECONDS,
+    SIGNAL_KINDS,
+    Chunk,
+    Item,
+    Owner,
+    QueuedWriter,
+    Signal,
+    StoredBlueprint,
+    StoredRun,
+    dumps,
+    event_dict,
+    loads,
+    owner_gone,
+)
+from ice_mcp.store.records import ACTIVE, RunRecord
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
+
+DEFAULT_PREFIX = "ice_mcp:"
+CANCEL_KEEP_SECONDS = 24 * 3600
+FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another replica writes
+SIGNAL_WAIT_SECONDS = 0.25  # the signal thread looks at its stop flag this often
+_LIST_PAGE = 200
+_RUN_FIELDS = ("record", "owner", "blueprint", "version", "key", "retry_of")
+
+# Save a run: its hash, its place in the run lists (moved between status lists), its idempotency key.
+# Creating one (ARGV[13] = '1') whose key another run holds writes nothing and answers that run's id.
+_SAVE = """
+local p, run_id, workflow, status = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local h = p .. 'run:' .. run_id
+if ARGV[13] == '1' and ARGV[10] ~= '' then
+  local holder = redis.call('GET', p .. 'key:' .. ARGV[10])
+  if holder and holder ~= run_id then return holder end
+end
+local old = redis.call('HGET', h, 'status')
+local started = ARGV[5]
+if started == '' then started = redis.call('HGET', h, 'started_at') or '0' end
+redis.call('HSET', h, 'workflow', workflow, 'status', status, 'record', ARGV[6], 'started_at', started)
+if ARGV[7] ~= '' then redis.call('HSET', h, 'owner', ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HSET', h, 'blueprint', ARGV[8]) end
+if ARGV[9] ~= '' then redis.call('HSET', h, 'version', ARGV[9]) end
+if ARGV[11] ~= '' then redis.call('HSET', h, 'retry_of', ARGV[11]) end
+if ARGV[10] ~= '' then
+  local k = p .. 'key:' .. ARGV[10]
+  redis.call('SET', k, run_id, 'NX', 'PX', ARGV[12])
+  if redis.call('GET', k) == run_id then redis.call('HSET', h, 'key', ARGV[10]) end
+end
+local score = tonumber(started)
+redis.call('ZADD', p .. 'runs', score, run_id)
+redis.call('ZADD', p .. 'workflow:' .. workflow, score, run_id)
+if old and old ~= status then redis.call('ZREM', p .. 'status:' .. old, run_id) end
+redis.call('ZADD', p .. 'status:' .. status, score, run_id)
+return 1
+"""
+# Take a run over from its previous owner ('' for none), if nobody took it first.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local current = redis.call('HGET', KEYS[1], 'owner') or ''
+if current ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2])
+return 1
+"""
+# A new version of a registered blueprint (undeleting its name).
+_SAVE_BLUEPRINT = """
+local p, name = ARGV[1], ARGV[2]
+local version = redis.call('HINCRBY', p .. 'blueprint_versions', name, 1)
+redis.call('HSET', p .. 'blueprint:' .. name, version, ARGV[3])
+redis.call('SADD', p .. 'blueprints', name)
+redis.call('SREM', p .. 'deleted_blueprints', name)
+return version
+"""
+_DELETE_BLUEPRINT = """
+local p, name = ARGV[1], ARGV[2]
+if redis.call('SISMEMBER', p .. 'blueprints', name) == 0 then return 0 end
+if redis.call('SADD', p .. 'deleted_blueprints', name) == 0 then return 0 end
+return 1
+"""
+
+
+def _unavailable(method: Callable[Concatenate[RedisRunStore, P], T]) -> Callable[Concatenate[RedisRunStore, P], T]:
+    """Redis errors leave the store as one clear IceError (code `state_unavailable`), never a traceback."""
+
+    @functools.wraps(method)
+    def call(self: RedisRunStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except redis.RedisError as exc:
+            raise IceError(f"the state store at {self.location} did not answer: {type(exc).__name__}: {exc}",
+                           code="state_unavailable") from None
+
+    return call
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class RedisRunStore(QueuedWriter):
+    """Runs, journals, owners, idempotency keys, caller spend and blueprints in one Redis, shared."""
+
+    shared = True
+
+    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, idempotency_key_seconds: float = 24 * 3600.0,
+                 timeout: float = 5.0) -> None:
+        self.url, self.prefix = url, prefix
+        self.location = self.path = redact(url)  # the run view (`ice-mcp ui`) names the store by `path`
+        self.key_ms = max(1, int(idempotency_key_seconds * 1000))
+        try:
+            # Any: redis-py types each answer as the union of every protocol's shape; these are RESP2 bytes.
+            self._redis: Any = redis.Redis.from_url(url, socket_timeout=timeout,
+                                                            socket_connect_timeout=timeout, health_check_interval=30)
+            self._redis.ping()
+        except (redis.RedisError, ValueError) as exc:
+            raise IceError(f"cannot reach the state store at {self.location}: {type(exc).__name__}: {exc}",
+                           code="state_unavailable") from None
+        self._save = self._redis.register_script(_SAVE)
+        self._claim = self._redis.register_script(_CLAIM)
+        self._save_bp = self._redis.register_script(_SAVE_BLUEPRINT)
+        self._delete_bp = self._redis.register_script(_DELETE_BLUEPRINT)
+        self._listeners: dict[threading.Thread, threading.Event] = {}  # signal threads, stopped on close
+        self._start_queue()
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _save_args(prefix: str, key_ms: int, row: tuple[Any, ...], create: bool) -> builtins.list[Any]:
+        run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
+        if isinstance(record, RunRecord):
+            record = record.to_dict()
+        return [prefix, run_id, workflow, status, "" if started is None else repr(started), dumps(record), owner or "",
+                "" if blueprint is None else blueprint if isinstance(blueprint, str) else dumps(blueprint),
+                "" if version is None else str(version), key or "",
+                retry_of or "", key_ms, "1" if create else "0"]
+
+    @_unavailable
+    def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
+               retry_of: str | None = None) -> str | None:
+        """Keep a new run at once, so any replica finds it as soon as its id is handed out; if its
+        idempotency key already belongs to another run (started by any replica), write nothing and
+        return that run's id."""
+        row = (record.run_id, record.workflow, record.status, record.started_at, idempotency_key, record.to_dict(),
+               owner, blueprint, version, retry_of)
+        holder = self._save(args=self._save_args(self.prefix, self.key_ms, row, create=True))
+        return holder.decode() if isinstance(holder, bytes) else None
+
+    def _write_batch(self, items: builtins.list[Item], chunks: builtins.list[Chunk]) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        for _, kind, row in items:
+            if kind == "run":
+                self._save(args=self._save_args(self.prefix, self.key_ms, row, create=False), client=pipe)
+            elif kind == "owner":
+                owner_id, host, pid, beat = row
+                pipe.hset(self._key("owners"), owner_id, dumps([host, pid, beat]))
+        for run_id, journal, end in chunks:
+            if end > journal.written:
+                # The entry id carries the batch's last sequence number: `events(after)` is one range read.
+                pipe.xadd(self._key("events", run_id), {"events": dumps(journal.events[journal.written:end])},
+                          id=f"{journal.events[end - 1].seq + 1}-0")
+        if len(pipe):
+            pipe.execute()
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    @_unavailable
+    def get(self, run_id: str) -> RunRecord | None:
+        text = self._redis.hget(self._key("run", run_id), "record")
+        return None if text is None else RunRecord.from_dict(loads(text))
+
+    @_unavailable
+    def run(self, run_id: str) -> StoredRun | None:
+        record, owner, blueprint, version, key, retry_of = self._redis.hmget(self._key("run", run_id), _RUN_FIELDS)
+        if record is None:
+            return None
+        return StoredRun(RunRecord.from_dict(loads(record)), _text(owner),
+                         None if blueprint is None else loads(blueprint),
+                         None if version is None else int(version), _text(key), _text(retry_of))
+
+    @_unavailable
+    def events(self, run_id: str, after: int = -1) -> builtins.list[dict[str, Any]]:
+        # Entries whose last event is past `after`: those with an id of at least after + 2.
+        entries = self._redis.xrange(self._key("events", run_id), min=f"{max(after, -1) + 2}-0")
+        return [event_dict(e) for _, fields in entries for e in loads(fields[b"events"]) if e["seq"] > after]
+
+    async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+        """A run's events after `after` as they are written, in batches (an empty one each idle second);
+        the caller stops following. It polls with one range read: redis.asyncio can swallow a task's
+        cancellation inside a blocking read (redis-py #2028), and a follower is cancelled when a wait ends."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            events = self.events(run_id, after)
+            if events:
+                after, quiet_since = events[-1]["seq"], loop.time()
+                yield events
+            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
+                quiet_since = loop.time()
+                yield []
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+    @_unavailable
+    def by_idempotency_key(self, key: str) -> str | None:
+        return _text(self._redis.get(self._key("key", key)))
+
+    @_unavailable
+    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+        limit = max(1, min(limit, 1000))
+        index = (self._key("workflow", workflow) if workflow else
+                 self._key("status", status) if status else self._key("runs"))
+        check_status = bool(status and workflow)  # the workflow's list holds every status: filter it
+        found: builtins.list[RunRecord] = []
+        start = 0
+        while len(found) < limit:
+            ids = self._redis.zrevrange(index, start, start + _LIST_PAGE - 1)
+            if not ids:
+                break
+            start += len(ids)
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.hmget(self._key("run", run_id.decode()), ("record", "status"))
+            for record, run_status in pipe.execute():
+                if record is not None and (not check_status or _text(run_status) == status):
+                    found.append(RunRecord.from_dict(loads(record)))
+        return found[:limit]
+
+    # -- ownership ------------------------------------------------------------------------------
+
+    def _owners(self) -> dict[str, tuple[str, int, float]]:
+        return {k.decode(): tuple(loads(v)) for k, v in self._redis.hgetall(self._key("owners")).items()}
+
+    @_unavailable
+    def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
+        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
+        process on this host died."""
+        ids = [run_id.decode() for status in ACTIVE for run_id in self._redis.zrange(self._key("status", status), 0, -1)]
+        if not ids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hget(self._key("run", run_id), "owner")
+        owners = [_text(owner) for owner in pipe.execute()]
+        known = self._owners()
+        orphans = []
+        for run_id, owner in zip(ids, owners, strict=True):
+            host, pid, beat = known.get(owner or "", (None, None, None))
+            if owner_gone(owner, host, pid, beat, me, lease_seconds):
+                orphans.append((run_id, owner))
+        return orphans
+
+    @_unavailable
+    def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool:
+        found = self._redis.hget(self._key("owners"), owner_id) if owner_id else None
+        host, pid, beat = loads(found) if found is not None else (None, None, None)
+        return not owner_gone(owner_id, host, pid, beat, me, lease_seconds)
+
+    @_unavailable
+    def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool:
+        """Take a run over from `previous_owner`; False if someone else took it first."""
+        return bool(self._claim(keys=[self._key("run", run_id)], args=[previous_owner or "", me.owner_id]))
+
+    @_unavailable
+    def register_owner(self, me: Owner) -> None:
+        self._redis.hset(self._key("owners"), me.owner_id, dumps([me.host, me.pid, time.time()]))
+
+    @_unavailable
+    def release_owner(self, me: Owner) -> None:
+        self._redis.hdel(self._key("owners"), me.owner_id)
+
+    # -- signals --------------------------------------------------------------------------------
+
+    def _publish(self, kind: str, subject: str, data: dict[str, Any] | None = None) -> None:
+        self._redis.publish(self._key("signals"), dumps({"kind": kind, "subject": subject, "data": data}))
+
+    @_unavailable
+    def request_cancel(self, run_id: str) -> None:
+        """Ask whichever replica runs `run_id` to cancel it: a flag (for one that resumes it later) and
+        a signal (for the one running it now)."""
+        self._redis.set(self._key("cancel", run_id), 1, ex=CANCEL_KEEP_SECONDS)
+        self._publish("cancel", run_id)
+
+    @_unavailable
+    def cancel_requested(self, run_id: str) -> bool:
+        return bool(self._redis.exists(self._key("cancel", run_id)))
+
+    @_unavailable
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """Hand a person's answer to whichever replica runs `run_id` (a signal: it is listening)."""
+        self._publish("answer", run_id, answer)
+
+    async def signals(self) -> AsyncGenerator[Signal, None]:
+        """Signals published from now on, by any replica (this one included). A thread of its own reads
+        the subscription (the sync client: redis.asyncio can swallow a cancellation) and hands them over."""
+        loop = asyncio.get_running_loop()
+        heard: asyncio.Queue[Signal | IceError] = asyncio.Queue()
+        stop = threading.Event()
+        pubsub = self._redis.pubsub()
+
+        def hand_over(item: Signal | IceError) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens any more
+                loop.call_soon_threadsafe(heard.put_nowait, item)
+
+        def listen() -> None:
+            try:
+                pubsub.subscribe(self._key("signals"))
+                while not stop.is_set():
+                    message = pubsub.get_message(timeout=SIGNAL_WAIT_SECONDS)
+                    if message is None:
+                        continue
+                    if message["type"] == "subscribe":
+                        hand_over(Signal("listening", ""))
+                    elif message["type"] == "message" and (signal := _signal(message["data"])) is not None:
+                        hand_over(signal)
+            except Exception as exc:  # the connection broke, or the store closed it under us
+                if not stop.is_set():
+                    hand_over(IceError(f"the state store at {self.location} did not answer: {exc}",
+                                       code="state_unavailable"))
+            finally:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+
+        thread = threading.Thread(target=listen, name="ice_mcp-signals", daemon=True)
+        self._listeners[thread] = stop
+        thread.start()
+        try:
+            while True:
+                item = await heard.get()
+                if isinstance(item, IceError):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            self._listeners.pop(thread, None)
+
+    # -- caller spend ---------------------------------------------------------------------------
+
+    @_unavailable
+    def add_spend(self, caller: str, usd: float) -> float:
+        return float(self._redis.hincrbyfloat(self._key("spend"), caller, usd))
+
+    @_unavailable
+    def spent(self, caller: str) -> float:
+        value = self._redis.hget(self._key("spend"), caller)
+        return 0.0 if value is None else float(value)
+
+    # -- blobs (large payloads that travel by reference) ------------------------------------------
+
+    @_unavailable
+    def put_blob(self, key: str, data: bytes) -> None:
+        self._redis.set(self._key("blob", key), data, nx=True)
+
+    @_unavailable
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte secret every replica shares (made by the first to ask)."""
+        self._redis.set(self._key("secret", name), os.urandom(32), nx=True)
+        return bytes(self._redis.get(self._key("secret", name)))
+
+    @_unavailable
+    def get_blob(self, key: str) -> bytes:
+        data = self._redis.get(self._key("blob", key))
+        if data is None:
+            raise IceError(f"no payload {key[:80]!r} in the run store", code="payload_missing")
+        return bytes(data)
+
+    # -- registered blueprints ------------------------------------------------------------------
+
+    @_unavailable
+    def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
+        version = int(self._save_bp(args=[self.prefix, name, dumps({"source": source, "created_at": time.time()})]))
+        self._publish("blueprint", name)
+        return version
+
+    @_unavailable
+    def delete_blueprint(self, name: str) -> bool:
+        deleted = bool(self._delete_bp(args=[self.prefix, name]))
+        if deleted:
+            self._publish("blueprint", name)
+        return deleted
+
+    @_unavailable
+    def blueprints(self) -> builtins.list[StoredBlueprint]:
+        """The current version of every registered blueprint that was not deleted."""
+        names = sorted(n.decode() for n in self._redis.sdiff(self._key("blueprints"), self._key("deleted_blueprints")))
+        if not names:
+            return []
+        versions = self._redis.hmget(self._key("blueprint_versions"), names)
+        pipe = self._redis.pipeline(transaction=False)
+        for name, version in zip(names, versions, strict=True):
+            pipe.hget(self._key("blueprint", name), version or b"0")
+        kept = []
+        for name, version, text in zip(names, versions, pipe.execute(), strict=True):
+            if text is not None:
+                entry = loads(text)
+                kept.append(StoredBlueprint(name, int(version), entry["source"], entry["created_at"]))
+        return kept
+
+    @_unavailable
+    def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]:
+        rows = self._redis.hgetall(self._key("blueprint", name))
+        found = sorted(((int(version), loads(text)) for version, text in rows.items()), key=lambda pair: pair[0])
+        return [StoredBlueprint(name, version, entry["source"], entry["created_at"]) for version, entry in found]
+
+    def close(self) -> None:
+        """Finish pending writes (bounded), stop the writer and the signal listeners, close the connections."""
+        listeners = list(self._listeners.items())
+        for _, stop in listeners:
+            stop.set()
+        for thread, _ in listeners:
+            thread.join(timeout=2 * SIGNAL_WAIT_SECONDS)
+        if self._stop_writer():
+            self._redis.close()
+
+
+def _signal(data: bytes) -> Signal | None:
+    try:
+        message = loads(data)
+        kind, subject, extra = message["kind"], str(message["subject"]), message.get("data")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        logger.warning("state store: an unreadable signal was ignored")
+        return None
+    return Signal(kind, subject, extra if isinstance(extra, dict) else None) if kind in SIGNAL_KINDS else None
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value

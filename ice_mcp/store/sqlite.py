@@ -1,0 +1,439 @@
+"""The SQLite run store (the default, in the data folder) and `open_store`, which picks a store for a URL.
+
+Run records, every run's event journal, run ownership, caller spend, signals and registered
+blueprints live in one SQLite file. The writer thread (`stores.QueuedWriter`) writes records and
+events in batches; reads and the rare writes whose answer is needed at once (claims, blueprint
+versions, spend) use a second connection; SQLite's WAL lets them run beside the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncGenerator, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ice_mcp.errors import IceError
+from ice_mcp.store.base import (
+    FOLLOW_IDLE_SECONDS,
+    SIGNAL_KINDS,
+    Chunk,
+    Item,
+    Owner,
+    QueuedWriter,
+    RunStorage,
+    Signal,
+    StoredBlueprint,
+    StoredRun,
+    dumps,
+    event_dict,
+    loads,
+    owner_gone,
+)
+from ice_mcp.store.records import RunRecord
+
+__all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
+
+SCHEMA_VERSION = 4
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at REAL,
+    idempotency_key TEXT,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    events TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blueprints (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE IF NOT EXISTS owners (
+    owner_id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    heartbeat REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spend (
+    caller TEXT PRIMARY KEY,
+    usd REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blobs (
+    key TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    at REAL NOT NULL,
+    data TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at DESC);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+"""
+# Columns added in schema 2 (durable runs); a folder written by an older version gains them.
+_RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT"}
+SIGNAL_POLL_SECONDS = 0.2  # how often a server looks for signals other processes left in the file
+FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another process writes
+SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
+
+
+_UPSERT_RUN = ("INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
+               " blueprint, version, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, record=excluded.record,"
+               " started_at=COALESCE(excluded.started_at, runs.started_at),"
+               " owner=COALESCE(excluded.owner, runs.owner)")
+
+
+def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A queued run row as _UPSERT_RUN's parameters (the record and blueprint as JSON text)."""
+    run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
+    if isinstance(record, RunRecord):
+        record = record.to_dict()
+    return (run_id, workflow, status, started, key, dumps(record), owner,
+            blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of)
+
+
+def open_store(state_url: str | None, data_dir: Path, *,
+               idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
+    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
+    (also `rediss://`, `unix://`). Raises IceError(code="invalid_state_url") for anything else."""
+    if not state_url:
+        return RunStore(data_dir / "runs.sqlite3", idempotency_key_seconds=idempotency_key_seconds)
+    scheme = urlsplit(state_url).scheme.lower()
+    if scheme == "sqlite":
+        path = state_url.split(":", 1)[1].removeprefix("//")
+        if not path or path == "/":
+            raise IceError("a sqlite state URL names a file: sqlite:///path/to/runs.sqlite3",
+                           code="invalid_state_url")
+        return RunStore(Path(path).expanduser(), idempotency_key_seconds=idempotency_key_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        # The Redis client loads only when asked for.
+        from ice_mcp.store.redis import RedisRunStore
+
+        return RedisRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
+    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB or sqlite:///PATH",
+                   code="invalid_state_url", details={"scheme": scheme})
+
+
+class RunStore(QueuedWriter):
+    """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
+
+    shared = False
+
+    def __init__(self, path: Path | str, *, idempotency_key_seconds: float = 24 * 3600.0) -> None:
+        self.path = Path(path)
+        self.key_seconds = idempotency_key_seconds
+        self.location = str(self.path)
+        self._memory = str(path) == ":memory:"
+        if not self._memory:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = f"file:ice_mcp_runs_{id(self)}?mode=memory&cache=shared" if self._memory else str(path)
+        self._read = self._connect(target)
+        self._read_lock = threading.Lock()
+        with self._read_lock:
+            self._read.executescript(_SCHEMA)
+            self._migrate()
+        self._write = self._connect(target)
+        self._start_queue()
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> RunStore:
+        return cls(data_dir / "runs.sqlite3")
+
+    def _connect(self, target: str) -> sqlite3.Connection:
+        db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, uri=self._memory, timeout=10.0)
+        if not self._memory:
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def _migrate(self) -> None:
+        have = {row[1] for row in self._read.execute("PRAGMA table_info(runs)")}
+        self._legacy_events = "events" in have  # schema 1 kept a run's events as one blob, written at its end
+        for column, kind in _RUN_COLUMNS.items():
+            if column not in have:
+                self._read.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        if "data" not in {row[1] for row in self._read.execute("PRAGMA table_info(signals)")}:
+            self._read.execute("ALTER TABLE signals ADD COLUMN data TEXT")  # answers (schema 4)
+        self._read.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
+               blueprint: dict[str, Any] | str | None = None, version: int | None = None,
+               retry_of: str | None = None) -> str | None:
+        """Keep a new run's record, unless its unexpired idempotency key already started a run: that run's id.
+        A run with a key is written at once (the key's unique index decides between two processes); one
+        without is queued. An expired key passes to the new run."""
+        if not idempotency_key:
+            self.save(record, owner=owner, blueprint=blueprint, version=version, retry_of=retry_of)
+            return None
+        rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+        if rows and rows[0][0] != record.run_id:
+            holder, started = rows[0]
+            if time.time() - (started or 0) <= self.key_seconds:
+                return str(holder)
+            with self._read_lock:
+                self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
+        try:
+            with self._read_lock:
+                self._read.execute(_UPSERT_RUN, _run_row((record.run_id, record.workflow, record.status,
+                                                          record.started_at, idempotency_key, record, owner,
+                                                          blueprint, version, retry_of)))
+        except sqlite3.IntegrityError:  # another process took the key in between
+            rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+            if rows:
+                return str(rows[0][0])
+            raise
+        return None
+
+    def _write_batch(self, items: builtins.list[Item], chunks: builtins.list[Chunk]) -> None:
+        db = self._write
+        db.execute("BEGIN")
+        try:
+            for _, kind, row in items:
+                if kind == "run":
+                    db.execute(_UPSERT_RUN, _run_row(row))
+                elif kind == "owner":
+                    db.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
+                               " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat", row)
+            # A run's new events of one batch go in one row.
+            db.executemany("INSERT OR REPLACE INTO events (run_id, seq, last_seq, events) VALUES (?, ?, ?, ?)",
+                           [(run_id, journal.events[journal.written].seq, journal.events[end - 1].seq,
+                             dumps(journal.events[journal.written:end]))
+                            for run_id, journal, end in chunks if end > journal.written])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> builtins.list[tuple[Any, ...]]:
+        with self._read_lock:
+            return self._read.execute(sql, tuple(args)).fetchall()
+
+    def get(self, run_id: str) -> RunRecord | None:
+        rows = self._rows("SELECT record FROM runs WHERE run_id = ?", (run_id,))
+        return RunRecord.from_dict(loads(rows[0][0])) if rows else None
+
+    def run(self, run_id: str) -> StoredRun | None:
+        rows = self._rows("SELECT record, owner, blueprint, version, idempotency_key, retry_of FROM runs"
+                          " WHERE run_id = ?", (run_id,))
+        if not rows:
+            return None
+        record, owner, blueprint, version, key, retry_of = rows[0]
+        return StoredRun(RunRecord.from_dict(loads(record)), owner, None if blueprint is None else loads(blueprint),
+                         version, key, retry_of)
+
+    def events(self, run_id: str, after: int = -1) -> builtins.list[dict[str, Any]]:
+        rows = self._rows("SELECT events FROM events WHERE run_id = ? AND last_seq > ? ORDER BY seq", (run_id, after))
+        if not rows and self._legacy_events:
+            rows = self._rows("SELECT events FROM runs WHERE run_id = ? AND events IS NOT NULL", (run_id,))
+        return [event_dict(e) for (text,) in rows for e in loads(text) if e["seq"] > after]
+
+    async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+        """A run's events after `after` as they are kept, in batches (an empty one each idle second);
+        the caller stops following."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            events = await asyncio.to_thread(self.events, run_id, after)
+            if events:
+                after, quiet_since = events[-1]["seq"], loop.time()
+                yield events
+            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
+                quiet_since = loop.time()
+                yield []
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+    def by_idempotency_key(self, key: str) -> str | None:
+        rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+        query, args = "SELECT record FROM runs", list[Any]()
+        clauses = []
+        if status:
+            clauses.append("status = ?")
+            args.append(status)
+        if workflow:
+            clauses.append("workflow = ?")
+            args.append(workflow)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [RunRecord.from_dict(loads(text)) for (text,) in self._rows(query, args)]
+
+    # -- ownership ------------------------------------------------------------------------------
+
+    def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
+        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
+        process on this host died."""
+        rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
+                          " LEFT JOIN owners o ON o.owner_id = r.owner"
+                          " WHERE r.status IN ('running', 'input_required')")
+        return [(run_id, owner) for run_id, owner, host, pid, beat in rows
+                if owner_gone(owner, host, pid, beat, me, lease_seconds)]
+
+    def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool:
+        """Whether `owner_id` still runs its runs (its lease lives and, on this host, its process)."""
+        rows = self._rows("SELECT host, pid, heartbeat FROM owners WHERE owner_id = ?", (owner_id,))
+        host, pid, beat = rows[0] if rows else (None, None, None)
+        return not owner_gone(owner_id, host, pid, beat, me, lease_seconds)
+
+    def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool:
+        """Take a run over from `previous_owner`; False if someone else took it first."""
+        with self._read_lock:
+            cursor = self._read.execute("UPDATE runs SET owner = ? WHERE run_id = ? AND owner IS ?",
+                                        (me.owner_id, run_id, previous_owner))
+            return cursor.rowcount == 1
+
+    def register_owner(self, me: Owner) -> None:
+        """Record this process's first heartbeat at once, before it claims anything."""
+        with self._read_lock:
+            self._read.execute("INSERT INTO owners (owner_id, host, pid, heartbeat) VALUES (?, ?, ?, ?)"
+                               " ON CONFLICT(owner_id) DO UPDATE SET heartbeat=excluded.heartbeat",
+                               (me.owner_id, me.host, me.pid, time.time()))
+
+    def release_owner(self, me: Owner) -> None:
+        with self._read_lock:
+            self._read.execute("DELETE FROM owners WHERE owner_id = ?", (me.owner_id,))
+
+    # -- signals between processes on this file ---------------------------------------------------
+
+    def _signal(self, kind: str, subject: str, data: dict[str, Any] | None = None) -> None:
+        now = time.time()
+        with self._read_lock:
+            self._read.execute("INSERT INTO signals (kind, subject, at, data) VALUES (?, ?, ?, ?)",
+                               (kind, subject, now, None if data is None else dumps(data)))
+            self._read.execute("DELETE FROM signals WHERE at < ?", (now - SIGNAL_KEEP_SECONDS,))
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask whichever process runs `run_id` to cancel it (it polls for signals)."""
+        self._signal("cancel", run_id)
+
+    def cancel_requested(self, run_id: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM signals WHERE kind = 'cancel' AND subject = ? LIMIT 1", (run_id,)))
+
+    def send_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """Hand a person's answer to whichever process runs `run_id` (it polls for signals)."""
+        self._signal("answer", run_id, answer)
+
+    async def signals(self) -> AsyncGenerator[Signal, None]:
+        """Signals left in the file from now on (by any process), polled a few times a second."""
+        (last,) = (await asyncio.to_thread(self._rows, "SELECT COALESCE(MAX(seq), 0) FROM signals"))[0]
+        yield Signal("listening", "")
+        while True:
+            await asyncio.sleep(SIGNAL_POLL_SECONDS)
+            rows = await asyncio.to_thread(self._rows, "SELECT seq, kind, subject, data FROM signals"
+                                                       " WHERE seq > ? ORDER BY seq", (last,))
+            for seq, kind, subject, data in rows:
+                last = seq
+                if kind in SIGNAL_KINDS:
+                    yield Signal(kind, subject, None if data is None else loads(data))
+
+    # -- caller spend ---------------------------------------------------------------------------
+
+    def add_spend(self, caller: str, usd: float) -> float:
+        """Add to what `caller` has spent in all; returns the new total."""
+        with self._read_lock:
+            (total,) = self._read.execute("INSERT INTO spend (caller, usd) VALUES (?, ?) ON CONFLICT(caller)"
+                                          " DO UPDATE SET usd = usd + excluded.usd RETURNING usd",
+                                          (caller, usd)).fetchone()
+        return float(total)
+
+    def spent(self, caller: str) -> float:
+        rows = self._rows("SELECT usd FROM spend WHERE caller = ?", (caller,))
+        return float(rows[0][0]) if rows else 0.0
+
+    # -- blobs (large payloads that travel by reference) ------------------------------------------
+
+    def put_blob(self, key: str, data: bytes) -> None:
+        """Keep `data` under its content hash `key` (kept once)."""
+        with self._read_lock:
+            self._read.execute("INSERT OR IGNORE INTO blobs (key, data) VALUES (?, ?)", (key, data))
+
+    def secret(self, name: str) -> bytes:
+        """A random 32-byte secret every process on this store shares (made by the first to ask)."""
+        with self._read_lock:
+            self._read.execute("INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)", (name, os.urandom(32)))
+        return bytes(self._rows("SELECT value FROM secrets WHERE name = ?", (name,))[0][0])
+
+    def get_blob(self, key: str) -> bytes:
+        rows = self._rows("SELECT data FROM blobs WHERE key = ?", (key,))
+        if not rows:
+            raise IceError(f"no payload {key[:80]!r} in the run store", code="payload_missing")
+        return bytes(rows[0][0])
+
+    # -- registered blueprints ------------------------------------------------------------------
+
+    def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
+        """Store a new version of a registered blueprint; returns its version number."""
+        with self._read_lock:
+            self._read.execute("BEGIN IMMEDIATE")
+            try:
+                (last,) = self._read.execute("SELECT COALESCE(MAX(version), 0) FROM blueprints WHERE name = ?",
+                                             (name,)).fetchone()
+                self._read.execute("INSERT INTO blueprints (name, version, source, created_at) VALUES (?, ?, ?, ?)",
+                                   (name, last + 1, dumps(source), time.time()))
+                self._read.execute("COMMIT")
+            except BaseException:
+                self._read.execute("ROLLBACK")
+                raise
+        self._signal("blueprint", name)
+        return int(last) + 1
+
+    def delete_blueprint(self, name: str) -> bool:
+        with self._read_lock:
+            cursor = self._read.execute("UPDATE blueprints SET deleted = 1 WHERE name = ? AND deleted = 0", (name,))
+            deleted = cursor.rowcount > 0
+        if deleted:
+            self._signal("blueprint", name)
+        return deleted
+
+    def blueprints(self) -> builtins.list[StoredBlueprint]:
+        """The current version of every registered blueprint that was not deleted."""
+        rows = self._rows("SELECT name, version, source, created_at FROM blueprints b WHERE deleted = 0 AND"
+                          " version = (SELECT MAX(version) FROM blueprints WHERE name = b.name) ORDER BY name")
+        return [StoredBlueprint(name, version, loads(source), created) for name, version, source, created in rows]
+
+    def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]:
+        rows = self._rows("SELECT name, version, source, created_at FROM blueprints WHERE name = ? ORDER BY version",
+                          (name,))
+        return [StoredBlueprint(n, version, loads(source), created) for n, version, source, created in rows]
+
+    def close(self) -> None:
+        """Finish pending writes (bounded), stop the writer, close the database."""
+        if self._closed:
+            return
+        stopped = self._stop_writer()
+        with self._read_lock:
+            self._read.close()
+        if stopped:
+            self._write.close()
