@@ -15,10 +15,10 @@ from ice_mcp import BlueprintInvalid, InputsInvalid, Orchestrator, Registry, Set
 from ice_mcp.blueprint import loading
 from ice_mcp.blueprint.loading import MAX_NESTING_DEPTH, load_network, parse_text
 from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validator
-from ice_mcp.errors import IceError
+from ice_mcp.errors import ArgumentsInvalid, IceError
 from ice_mcp.llm.structured import InvalidOutput
 from ice_mcp.llm.structured import validate as validate_output
-from ice_mcp.server.protocol.calls import ArgumentsInvalid, check_arguments
+from ice_mcp.server.protocol.arguments import check_arguments
 
 from .helpers import blueprint, tool
 

@@ -10,7 +10,7 @@ import mcp_types as types
 
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
-from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME, Builtin
+from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME, BuiltinTool
 from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
 from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
 from ice_mcp.server.protocol.schema import flatten_schema
@@ -117,15 +117,18 @@ class Catalogue:
             out.append(Entry(tool.name, "agent", name, tool))
         return out
 
-    def _builtin_entry(self, builtin: Builtin) -> Entry:
+    def _builtin_entry(self, builtin: BuiltinTool) -> Entry:
         name = builtin.alias if (self._options.canonical_names and builtin.alias) else builtin.name
-        meta = {META_KEY: builtin.alias or builtin.name}
+        meta, hints = {META_KEY: builtin.alias or builtin.name}, builtin.annotations
         tool = types.Tool(
             name=name,
             title=builtin.alias or builtin.name,
             description=builtin.description,
             input_schema=builtin.input_schema,
-            annotations=builtin.annotations,
+            output_schema=builtin.output_schema,
+            annotations=types.ToolAnnotations(
+                read_only_hint=hints.read_only, destructive_hint=hints.destructive,
+                idempotent_hint=hints.idempotent, open_world_hint=hints.open_world),
             _meta=meta,
         )
         return Entry(name, "builtin", builtin.name, tool, admin=builtin.admin)

@@ -23,7 +23,7 @@ from ice_mcp.network import NetworkHandle
 from ice_mcp.orchestrator import Orchestrator, RunHandle
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.envelope import error_result, run_result
-from ice_mcp.server.protocol.runs import Progress, ProgressRelay, RunLog
+from ice_mcp.server.protocol.runs import Progress, ProgressRelay, RunLog, relayed_run
 from ice_mcp.server.protocol.tasks import TaskView, answer_question
 from ice_mcp.store.events import Listener
 from ice_mcp.store.records import RunRecord
@@ -75,16 +75,8 @@ class RunFollower:
     async def start(self, start: Start, *, total: int | None, execution: str = "auto",
                     wait: float | None = None, tasks: bool = True) -> CallAnswer:
         """Start (or attach to) a run and follow it; a caller who goes away first takes the run with it."""
-        relay = ProgressRelay(self._report, total, self._log) if self._report or self._log else None
-        handle = await start(relay.on_event if relay is not None else None)
-        try:
+        async with relayed_run(start, self._report, total, self._log) as handle:
             return await self._follow(handle, self._budget(wait, execution, tasks), tasks=tasks)
-        except asyncio.CancelledError:
-            handle.cancel()
-            raise
-        finally:
-            if relay is not None:
-                await relay.flush()
 
     async def watch(self, handle: RunHandle, wait: float) -> RunRecord:
         """A run started before (run_result), here or in another process: its progress so far and as it comes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ice_mcp.orchestrator import RunHandle
 from ice_mcp.store.events import Event, Listener
@@ -90,6 +90,27 @@ def raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
+@contextlib.asynccontextmanager
+async def relayed_run(
+    start: Callable[[Listener | None], Awaitable[RunHandle]],
+    progress: Progress | None,
+    total: int | None,
+    log: RunLog | None = None,
+) -> AsyncIterator[RunHandle]:
+    """Start (or attach to) a run with `start(on_event)`, its progress relayed only when the client asked
+    for it; the caller's cancellation cancels the run."""
+    relay = ProgressRelay(progress, total, log) if progress is not None or log is not None else None
+    handle = await start(relay.on_event if relay is not None else None)
+    try:
+        yield handle
+    except asyncio.CancelledError:
+        handle.cancel()
+        raise
+    finally:
+        if relay is not None:
+            await relay.flush()
+
+
 async def run_and_wait(
     start: Callable[[Listener | None], Awaitable[RunHandle]],
     *,
@@ -98,15 +119,6 @@ async def run_and_wait(
     total: int | None,
     log: RunLog | None = None,
 ) -> RunRecord:
-    """Start (or attach to) a run with `start(on_event)` and wait up to `wait_seconds`; the caller's
-    cancellation cancels the run. Progress is relayed only when the client asked for it."""
-    relay = ProgressRelay(progress, total, log) if progress is not None or log is not None else None
-    handle = await start(relay.on_event if relay is not None else None)
-    try:
+    """Start (or attach to) a run and wait up to `wait_seconds` for it."""
+    async with relayed_run(start, progress, total, log) as handle:
         return await handle.wait(timeout=wait_seconds)
-    except asyncio.CancelledError:
-        handle.cancel()
-        raise
-    finally:
-        if relay is not None:
-            await relay.flush()

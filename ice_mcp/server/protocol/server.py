@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -23,7 +23,9 @@ from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import caller_id, may_administer
 from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.calls import ToolCalls, check_arguments
+from ice_mcp.server.protocol.arguments import check_arguments
+from ice_mcp.server.protocol.builtins import BY_NAME
+from ice_mcp.server.protocol.calls import ToolCalls
 from ice_mcp.server.protocol.catalogue import Catalogue
 from ice_mcp.server.protocol.envelope import error_result
 from ice_mcp.server.protocol.follow import CallAnswer, CallWay
@@ -89,6 +91,8 @@ def _wants_progress(ctx: ServerRequestContext[Any, Any], meta: Any) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.request is None
 
 
+# A resources/subscribe or resources/unsubscribe handler.
+Subscription = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.EmptyResult]]
 STATUS_EVENTS = frozenset({"run_started", "run_resumed", "run_finished", "node_waiting", "node_answered"})
 
 
@@ -222,19 +226,13 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         notifier.set_level(ctx, params.level)
         return types.EmptyResult()
 
-    async def subscribe(
-        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        remember(ctx)
-        notifier.subscribe(ctx, str(params.uri))
-        return types.EmptyResult()
-
-    async def unsubscribe(
-        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        remember(ctx)
-        notifier.unsubscribe(ctx, str(params.uri))
-        return types.EmptyResult()
+    def subscription(act: Callable[[ServerRequestContext[Any, Any], str], None]) -> Subscription:
+        async def handler(ctx: ServerRequestContext[Any, Any],
+                          params: types.SubscribeRequestParams | types.UnsubscribeRequestParams) -> types.EmptyResult:
+            remember(ctx)
+            act(ctx, str(params.uri))
+            return types.EmptyResult()
+        return handler
 
     server = IceServer(
         options.name,
@@ -246,8 +244,8 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
+        on_subscribe_resource=subscription(notifier.subscribe),
+        on_unsubscribe_resource=subscription(notifier.unsubscribe),
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
@@ -266,8 +264,9 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         ctx: ServerRequestContext[Any, Any], params: NetworkExecuteParams
     ) -> dict[str, Any]:
         try:
-            return await calls.network(params.manifest, params.wait_seconds, params.idempotency_key,
-                                       caller_id(_request(ctx)))
+            args = params.model_dump(include={"manifest", "wait_seconds", "idempotency_key"}, exclude_none=True)
+            return await calls.settled(BY_NAME["network_execute"], args, caller_id(_request(ctx)),
+                                       "mcp:network.execute")
         except IceError as exc:
             code = FORBIDDEN if exc.code == "forbidden" else INVALID_PARAMS
             raise MCPError(code, exc.message, data=exc.as_dict()) from None

@@ -18,7 +18,7 @@ from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
 from ice_mcp.server.web.sessions import LimitedSessionManager, SessionEndpoint
-from ice_mcp.server.web.ui import UiConfig, ui_routes
+from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
 
 
 def create_http_app(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -14,8 +13,8 @@ from jsonrpcserver import Error, Result, Success, async_dispatch
 from ice_mcp.errors import ArgumentsInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.edges import lone_surrogate
+from ice_mcp.server.protocol.builtins import BUILTINS, MAX_WAIT_PARAM, BuiltinTool
 from ice_mcp.server.protocol.calls import ToolCalls
-from ice_mcp.server.protocol.documents import parse_document
 from ice_mcp.server.protocol.runs import run_and_wait
 
 logger = logging.getLogger(__name__)
@@ -25,7 +24,6 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 SERVER_ERROR = -32000
 FORBIDDEN = -32003
-MAX_WAIT_PARAM = 1e9  # seconds; larger is not a wait but an attack on float conversion
 
 
 def error_body(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
@@ -66,14 +64,8 @@ def _read_only_refusal(what: str) -> Result:
 
 
 def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False) -> dict[str, Method]:
-    """The methods; each takes the caller (a hash of the bearer token, or None) first, as jsonrpcserver's context."""
-
-    async def network_execute(
-        caller: str | None, manifest: Any, wait_seconds: float | None = None, idempotency_key: str | None = None
-    ) -> Result:
-        _check_wait(wait_seconds)
-        key = None if idempotency_key is None else str(idempotency_key)
-        return Success(await calls.network(manifest, wait_seconds, key, caller))
+    """The methods: every built-in tool with an `rpc` name, and `workflow.run`; each takes the caller (a hash of
+    the bearer token, or None) first, as jsonrpcserver's context."""
 
     async def workflow_run(
         caller: str | None,
@@ -96,51 +88,20 @@ def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False)
         )
         return Success(record.envelope())
 
-    async def blueprint_validate(caller: str | None, blueprint: Any) -> Result:
-        report = await asyncio.to_thread(lambda: orc.validate(parse_document(blueprint)))  # off the event loop
-        return Success(report.model_dump(mode="json"))
-
-    async def run_status(caller: str | None, run_id: str) -> Result:
-        network = orc.get_network(str(run_id))
-        if network is not None:
-            return Success(network.result())
-        record = orc.get_run(str(run_id))
-        if record is None:
-            return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
-        return Success(record.to_dict())
-
-    async def run_cancel(caller: str | None, run_id: str) -> Result:
-        if read_only:
-            return _read_only_refusal("run.cancel")
-        network = orc.get_network(str(run_id))
-        if network is not None:
-            return Success({"run_id": run_id, "cancelled": network.cancel()})
-        if orc.get_run(str(run_id)) is None:
-            return Error(INVALID_PARAMS, f"unknown run {run_id!r}")
-        cancelled = await orc.cancel(str(run_id))
-        return Success({"run_id": run_id, "cancelled": bool(cancelled)})
-
-    async def run_retry(caller: str | None, run_id: str, from_node: str | None = None,
-                        wait_seconds: float | None = None) -> Result:
-        handle = await orc.retry(str(run_id), None if from_node is None else str(from_node), caller=caller)
-        record = await handle.wait(timeout=calls.wait_budget(wait_seconds))
-        return Success(record.envelope())
-
-    async def run_respond(caller: str | None, run_id: str, node: str, answer: Any,
-                          wait_seconds: float | None = None) -> Result:
-        _check_wait(wait_seconds)
-        return Success(await calls.respond(str(run_id), str(node), answer, wait_seconds, "rpc:run.respond"))
-
-    methods: dict[str, Method] = {
-        "network.execute": network_execute,
-        "workflow.run": workflow_run,
-        "blueprint.validate": blueprint_validate,
-        "run.status": run_status,
-        "run.cancel": run_cancel,
-        "run.retry": run_retry,
-        "run.respond": run_respond,
-    }
+    methods: dict[str, Method] = {"workflow.run": workflow_run}
+    for tool in BUILTINS:
+        if tool.rpc is not None:
+            methods[tool.rpc] = _builtin_method(tool, calls, read_only)
     return {name: _guard(fn) for name, fn in methods.items()}
+
+
+def _builtin_method(tool: BuiltinTool, calls: ToolCalls, read_only: bool) -> Method:
+    """A built-in tool as a method: its params checked against the tool's input schema, its answer as data."""
+
+    async def method(caller: str | None, **params: Any) -> Result:
+        return Success(await calls.settled(tool, params, caller, f"rpc:{tool.rpc}", read_only=read_only))
+
+    return method
 
 
 async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None = None) -> dict[str, Any] | None:

@@ -1,7 +1,4 @@
-"""The browser run view served at `/ui`: runs, one run's live graph, node details, the workflow catalogue."""
+"""The browser run view served at `/ui`: runs, one run's live graph, node details, the workflow catalogue.
 
-from __future__ import annotations
-
-from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
-
-__all__ = ["UiConfig", "ui_routes"]
+The package imports nothing itself: `ice-mcp ui` is listed by the command line without loading Starlette.
+"""

@@ -1,4 +1,4 @@
-"""The `ice-mcp` command line: run, validate, networks, runs, and (from the server) serve."""
+"""The `ice-mcp` command line: a command for every built-in tool that has one, worker, and the server's commands."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,13 @@ from typing import Any
 from ice_mcp.blueprint.issues import ValidationReport, nearest
 from ice_mcp.blueprint.loading import read_document
 from ice_mcp.bundled import bundled_dir
+from ice_mcp.cli.terminal import Progress, TerminalAnswers
 from ice_mcp.core.plan import Plan
-from ice_mcp.errors import AnswerInvalid, BlueprintInvalid, IceError, NotWaiting
+from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
+from ice_mcp.server.protocol.arguments import check_arguments
+from ice_mcp.server.protocol.builtins import BUILTINS, BuiltinCall, BuiltinTool, Reply, settle
 from ice_mcp.settings import Settings
 from ice_mcp.store.events import Event
 from ice_mcp.tools.egress import allow_net_argument
@@ -28,6 +31,7 @@ from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
 BROKEN_PIPE_EXIT = 141
+WAIT_FOREVER = 365 * 24 * 3600.0  # how long a command waits for a run nobody set a wait for
 
 
 class UsageError(IceError):
@@ -51,45 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run a blueprint file or a workflow by name; print its run record as JSON")
-    run.add_argument("file", metavar="FILE_OR_NAME",
-                     help="blueprint (JSON or YAML), or the name of a workflow from --blueprints or the bundled templates")
-    run.add_argument("--inputs", help="inputs as a JSON object")
-    run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
-                     help="one input (VALUE is parsed as JSON when it can be); repeatable")
-    run.add_argument("--no-progress", action="store_true", help="no live progress display")
-    run.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
-                     help="let outbound fetches reach this private address range or host (repeatable; ICE_MCP_ALLOW_NET)")
-    _common(run)
-
-    validate = commands.add_parser("validate", help="check a blueprint; every problem is listed")
-    validate.add_argument("file")
-    validate.add_argument("--json", action="store_true", help="print the report as JSON")
-    _common(validate)
-
-    network = commands.add_parser("network", help="network manifests")
-    network_commands = network.add_subparsers(dest="network_command", required=True, metavar="COMMAND")
-    network_run = network_commands.add_parser("run", help="run a network manifest")
-    network_run.add_argument("manifest")
-    _common(network_run)
-
-    runs = commands.add_parser("runs", help="recorded runs")
-    runs_commands = runs.add_subparsers(dest="runs_command", required=True, metavar="COMMAND")
-    runs_list = runs_commands.add_parser("list", help="the latest runs")
-    runs_list.add_argument("--status")
-    runs_list.add_argument("--workflow")
-    runs_list.add_argument("--limit", type=int, default=20)
-    _common(runs_list)
-    runs_show = runs_commands.add_parser("show", help="one run's record")
-    runs_show.add_argument("run_id")
-    runs_show.add_argument("--events", action="store_true", help="include the event stream")
-    _common(runs_show)
-    runs_retry = runs_commands.add_parser(
-        "retry", help="run a finished run again as a new run, reusing every node it finished")
-    runs_retry.add_argument("run_id")
-    runs_retry.add_argument("--from", dest="from_node", metavar="NODE",
-                            help="run this top-level node and everything after it again")
-    _common(runs_retry)
+    _add_builtin_commands(commands)
 
     worker = commands.add_parser(
         "worker", help="run a Temporal worker: it runs the runs of servers started with --engine temporal")
@@ -103,6 +69,142 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     return parser
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    """A built-in tool's command where the form derived from its schema is not enough (files, a live display,
+    answers typed at the terminal, one line per run): its arguments, what it does, its help."""
+
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    help: str
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("file", metavar="FILE_OR_NAME",
+                     help="blueprint (JSON or YAML), or the name of a workflow from --blueprints or the bundled templates")
+    run.add_argument("--inputs", help="inputs as a JSON object")
+    run.add_argument("-i", "--input", action="append", default=[], metavar="KEY=VALUE",
+                     help="one input (VALUE is parsed as JSON when it can be); repeatable")
+    run.add_argument("--no-progress", action="store_true", help="no live progress display")
+    run.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
+                     help="let outbound fetches reach this private address range or host (repeatable; ICE_MCP_ALLOW_NET)")
+
+
+def _validate_arguments(validate: argparse.ArgumentParser) -> None:
+    validate.add_argument("file")
+    validate.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _network_arguments(network_run: argparse.ArgumentParser) -> None:
+    network_run.add_argument("manifest")
+
+
+def _list_arguments(runs_list: argparse.ArgumentParser) -> None:
+    runs_list.add_argument("--status")
+    runs_list.add_argument("--workflow")
+    runs_list.add_argument("--limit", type=int, default=20)
+
+
+def _show_arguments(runs_show: argparse.ArgumentParser) -> None:
+    runs_show.add_argument("run_id")
+    runs_show.add_argument("--events", action="store_true", help="include the event stream")
+
+
+def _retry_arguments(runs_retry: argparse.ArgumentParser) -> None:
+    runs_retry.add_argument("run_id")
+    runs_retry.add_argument("--from", dest="from_node", metavar="NODE",
+                            help="run this top-level node and everything after it again")
+
+
+FORMS: dict[str, Form] = {
+    "blueprint_run": Form(_run_arguments, lambda args: asyncio.run(_run(args)),
+                          "run a blueprint file or a workflow by name; print its run record as JSON"),
+    "blueprint_validate": Form(_validate_arguments, lambda args: asyncio.run(_validate(args)),
+                               "check a blueprint; every problem is listed"),
+    "network_execute": Form(_network_arguments, lambda args: asyncio.run(_network(args)), "run a network manifest"),
+    "run_list": Form(_list_arguments, lambda args: _local_runs(args, _list_runs), "the latest runs"),
+    "run_status": Form(_show_arguments, lambda args: _local_runs(args, _show_run), "one run's record"),
+    "run_retry": Form(_retry_arguments, lambda args: asyncio.run(_retry(args)),
+                      "run a finished run again as a new run, reusing every node it finished"),
+}
+GROUP_HELP = {"runs": "recorded runs", "network": "network manifests"}
+
+
+def _add_builtin_commands(commands: Any) -> None:
+    """A command for every built-in tool with a `cli` path: its Form, else arguments from its input schema."""
+    groups: dict[str, Any] = {}
+    for tool in BUILTINS:
+        if tool.cli is None:
+            continue
+        *group, leaf = tool.cli
+        parent = commands
+        for depth, name in enumerate(group):
+            key = " ".join(group[: depth + 1])
+            if key not in groups:
+                parser = parent.add_parser(name, help=GROUP_HELP.get(name))
+                groups[key] = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
+            parent = groups[key]
+        form = FORMS.get(tool.name)
+        if form is not None:
+            command = parent.add_parser(leaf, help=form.help)
+            form.arguments(command)
+            command.set_defaults(handler=form.run)
+        else:
+            command = parent.add_parser(leaf, help=tool.description.partition(". ")[0].rstrip(".").lower())
+            _schema_arguments(command, tool.input_schema)
+            command.set_defaults(handler=lambda args, tool=tool: asyncio.run(_derived(tool, args)))
+        _common(command)
+
+
+def _schema_arguments(parser: argparse.ArgumentParser, schema: dict[str, Any]) -> None:
+    """Required strings are positional; every other property is `--its-name`, typed as its schema says."""
+    required = set(schema.get("required") or ())
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        help_text = prop.get("description")
+        if name in required and kind == "string":
+            parser.add_argument(name, help=help_text)
+        elif kind == "boolean":
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, action="store_true", default=None,
+                                help=help_text)
+        else:
+            convert = {"integer": int, "number": float, "string": str}.get(str(kind), _json_argument)
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=convert, choices=prop.get("enum"),
+                                required=name in required, help=help_text)
+
+
+def _json_argument(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text  # YAML or plain text: the tool's own schema decides
+
+
+async def _derived(tool: BuiltinTool, args: argparse.Namespace) -> int:
+    """A built-in tool run from its derived command: its answer printed as JSON (a run's once it ends)."""
+    params = {name: getattr(args, name) for name in tool.input_schema.get("properties") or {}
+              if getattr(args, name, None) is not None}
+    check_arguments(tool.input_schema, params)
+    orchestrator = await make_orchestrator(args)
+    try:
+        key = params.get("idempotency_key")
+        call = BuiltinCall(orchestrator, params, None if key is None else str(key), None, _no_wait_limit,
+                           "cli:" + " ".join(tool.cli or ()))
+        answer = await tool.handler(call)
+        data = await settle(answer, _no_wait_limit(None))
+    finally:
+        await orchestrator.aclose()
+    print(json.dumps(data, indent=2, default=str))
+    return 0 if isinstance(answer, Reply) or data.get("status") == "succeeded" else 1  # a run: did it succeed
+
+
+def _no_wait_limit(requested: Any) -> float:
+    """At a terminal a run is waited for to its end unless a wait was asked for."""
+    if isinstance(requested, int | float) and not isinstance(requested, bool) and requested >= 0:
+        return float(min(requested, WAIT_FOREVER))
+    return WAIT_FOREVER
 
 
 def add_temporal_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -187,153 +289,6 @@ def print_report(report: ValidationReport, source: str) -> None:
         where = ".".join(p for p in (issue.node_id, issue.field) if p) or "blueprint"
         hint = f" (did you mean {issue.suggestion!r}?)" if issue.suggestion else ""
         print(f"  [{issue.code}] {where}: {issue.message}{hint}", file=sys.stderr)
-
-
-class Progress:
-    """A live table of node states on the terminal (stderr), fed by run events."""
-
-    SYMBOLS = {"node_started": "running", "node_retrying": "retrying", "node_succeeded": "succeeded",
-               "node_failed": "failed", "node_skipped": "skipped", "node_cancelled": "cancelled"}
-    STYLES = {"running": "yellow", "retrying": "magenta", "succeeded": "green", "failed": "red",
-              "skipped": "dim", "cancelled": "red"}
-
-    def __init__(self, node_ids: Sequence[str]) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        self.states = dict.fromkeys(node_ids, "pending")
-        self.live = Live(self._table(), console=Console(stderr=True), refresh_per_second=12, transient=False)
-
-    def _table(self) -> Any:
-        from rich.table import Table
-
-        table = Table(show_header=True, header_style="bold")
-        table.add_column("node")
-        table.add_column("state")
-        for node_id, state in self.states.items():
-            table.add_row(node_id, f"[{self.STYLES.get(state, 'white')}]{state}[/]")
-        return table
-
-    def __call__(self, event: Event) -> None:
-        if event.top_level and event.type in self.SYMBOLS and event.node_id in self.states:
-            self.states[event.node_id] = self.SYMBOLS[event.type]
-            self.live.update(self._table())
-
-
-class TerminalAnswers:
-    """Answers a run's `human` questions from this terminal: a prompt per question when stdin is a
-    terminal, else one JSON object per line of stdin (`echo '{"approved": true}' | ice-mcp run gate.yaml`)."""
-
-    def __init__(self, orchestrator: Orchestrator, progress: Progress | None) -> None:
-        self._orc = orchestrator
-        self._progress = progress
-        self._interactive = sys.stdin.isatty()
-        self._asked: asyncio.Queue[Event] = asyncio.Queue()
-
-    def on_event(self, event: Event) -> None:
-        if event.type == "node_waiting":
-            self._asked.put_nowait(event)
-
-    async def serve(self) -> None:
-        """Answer questions as they come, one at a time (until cancelled)."""
-        while True:
-            event = await self._asked.get()
-            if self._progress is not None:
-                self._progress.live.stop()
-            try:
-                await self._answer(event)
-            finally:
-                if self._progress is not None:
-                    self._progress.live.start()
-
-    async def _answer(self, event: Event) -> None:
-        path, data = str(event.node_id), event.data
-        print(f"\n{path} asks: {data.get('question')}", file=sys.stderr)
-        while True:
-            try:
-                answer = await _in_daemon_thread(lambda: self._read(data))
-            except EOFError:
-                # Nobody else can answer a question of this process: without a deadline, it is declined.
-                waits = data.get("deadline") is not None
-                print(f"no answer for {path} on stdin: " + ("it waits for its timeout" if waits else "declined"),
-                      file=sys.stderr)
-                if not waits:
-                    await self._orc.respond(event.run_id, path, None, by="terminal", declined=True)
-                return
-            except ValueError as exc:
-                print(f"  not an answer: {exc}", file=sys.stderr)
-                if not self._interactive:
-                    return
-                continue
-            try:
-                await self._orc.respond(event.run_id, path, answer, by="terminal")
-                return
-            except NotWaiting:
-                return  # timed out or cancelled meanwhile
-            except AnswerInvalid as exc:
-                print("  " + "; ".join(exc.problems), file=sys.stderr)
-                if not self._interactive:
-                    return
-
-    def _read(self, data: dict[str, Any]) -> Any:
-        """One answer: prompts on a terminal, else a JSON line. Raises ValueError (unreadable), EOFError."""
-        if not self._interactive:
-            line = sys.stdin.readline()
-            if not line:
-                raise EOFError
-            return json.loads(line)
-        schema = data.get("schema") or {}
-        if data.get("approval"):
-            approved = _yes(input("  approve? [y/n] "))
-            return {"approved": approved, "reason": input("  reason: " if not approved else "  note (optional): ")}
-        properties = schema.get("properties") or {}
-        if not properties or any(not isinstance(p, dict) or p.get("type") in ("object", "array", None)
-                                 for p in properties.values()):
-            return json.loads(input("  answer (a JSON object): "))
-        answer: dict[str, Any] = {}
-        for name, prop in properties.items():
-            choices = f" {prop['enum']}" if isinstance(prop.get("enum"), list) else ""
-            text = input(f"  {prop.get('title') or name} ({prop.get('type')}){choices}: ").strip()
-            if text or name in (schema.get("required") or []):
-                answer[name] = _typed(text, str(prop.get("type")))
-        return answer
-
-
-async def _in_daemon_thread(read: Callable[[], Any]) -> Any:
-    """`read()` in a daemon thread: a prompt nobody answers never keeps the process from exiting."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-
-    def deliver(value: Any, error: BaseException | None) -> None:
-        if not done.done():
-            done.set_exception(error) if error is not None else done.set_result(value)
-
-    def work() -> None:
-        try:
-            value, error = read(), None
-        except BaseException as exc:  # handed to the awaiting task
-            value, error = None, exc
-        try:
-            loop.call_soon_threadsafe(deliver, value, error)
-        except RuntimeError:
-            pass  # the loop closed: nobody waits any more
-
-    threading.Thread(target=work, name="ice_mcp-terminal-answer", daemon=True).start()
-    return await done
-
-
-def _yes(text: str) -> bool:
-    return text.strip().lower() in ("y", "yes", "true", "1", "ok")
-
-
-def _typed(text: str, kind: str) -> Any:
-    if kind == "boolean":
-        return _yes(text)
-    if kind == "integer":
-        return int(text)
-    if kind == "number":
-        return float(text)
-    return text
 
 
 def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
@@ -422,22 +377,23 @@ async def _retry(args: argparse.Namespace) -> int:
         await orchestrator.aclose()
 
 
-def _runs(args: argparse.Namespace) -> int:
-    if args.runs_command == "retry":
-        return asyncio.run(_retry(args))
+def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse.Namespace], int]) -> int:
+    """`runs list` and `runs show`: the run store read directly, with no tools, upstreams or engine."""
     orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
     try:
-        return _show_runs(orchestrator, args)
+        return show(orchestrator, args)
     finally:
         orchestrator.close()
 
 
-def _show_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
-    if args.runs_command == "list":
-        for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit):
-            data = record.to_dict()
-            print(f"{record.run_id}  {data['started_at']}  {record.status:<11} {record.workflow}")
-        return 0
+def _list_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
+    for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit):
+        data = record.to_dict()
+        print(f"{record.run_id}  {data['started_at']}  {record.status:<11} {record.workflow}")
+    return 0
+
+
+def _show_run(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     found = orchestrator.get_run(args.run_id)
     if found is None:
         print(f"no run {args.run_id!r}", file=sys.stderr)
@@ -499,14 +455,6 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     try:
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)
-        if args.command == "run":
-            return asyncio.run(_run(args))
-        if args.command == "validate":
-            return asyncio.run(_validate(args))
-        if args.command == "network":
-            return asyncio.run(_network(args))
-        if args.command == "runs":
-            return _runs(args)
         if args.command == "worker":
             return _worker(args)
     except BlueprintInvalid as exc:
