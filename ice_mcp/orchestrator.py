@@ -2,7 +2,8 @@
 start, watch, cancel, retry and look up runs and networks.
 
 The orchestrator wires everything below it: its registry, its node types (the executors the engine
-runs), its services (LLM, sandboxes, memory) and its run store.
+runs), its services (LLM, sandboxes, memory) and its run store. Its catalogue of workflows lives in
+`ice_mcp.catalogue`, the answers to `human` nodes in `ice_mcp.answers`.
 """
 
 from __future__ import annotations
@@ -16,28 +17,21 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.blueprint.schemas import schema_validator
-from ice_mcp.core.blueprints import check_blueprint, compile_plan
+from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
 from ice_mcp.core.metrics import Metrics
 from ice_mcp.core.plan import Plan
-from ice_mcp.core.questions import Answer, Question, Questions
+from ice_mcp.core.questions import Question, Questions
 from ice_mcp.core.runner import Runner
-from ice_mcp.direct import agent_document, tool_plan
+from ice_mcp.direct import tool_plan
 from ice_mcp.engines import Engine, Launch, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
-from ice_mcp.errors import (
-    AnswerInvalid,
-    BlueprintInvalid,
-    IceError,
-    InputsInvalid,
-    NotWaiting,
-    UnknownName,
-)
-from ice_mcp.handles import ExpiringKeys, PlanCache, RunHandle, new_run_id
+from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
 from ice_mcp.nodes import builtin_node_types
@@ -56,8 +50,6 @@ if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
 
 logger = logging.getLogger(__name__)
-ANSWER_WAIT_SECONDS = 10.0  # how long an answer handed to another process waits for its run to take it
-Target = str | Blueprint | Mapping[str, Any] | Path
 
 
 class Orchestrator:
@@ -95,10 +87,12 @@ class Orchestrator:
             store = open_store(self.settings.state_url, self.settings.data_dir,
                                idempotency_key_seconds=self.settings.idempotency_key_seconds)
         self.store: RunStorage | None = store
+        self._catalogue = Catalogue(self.registry, self.services, self.node_types, self.unavailable_node_types, store)
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
         self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
         self.questions = Questions()  # where `human` nodes wait for answers
+        self._answers = Answers(self)  # and where the answers arrive, here or from another process
         self.runner = Runner()
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self.engine: Engine = engine or open_engine(self)
@@ -106,27 +100,17 @@ class Orchestrator:
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
-        self._plans = PlanCache()
-        self._agent_plans: dict[str, Plan] = {}
         self._signals_task: asyncio.Task[None] | None = None
-        self._answers: set[asyncio.Task[None]] = set()  # answers other processes handed over, being taken
-        self.registry.subscribe(self._registry_changed)
 
     # -- blueprints and the catalogue ---------------------------------------
 
     def validate(self, source: Target) -> ValidationReport:
         """Every problem at once, as structured issues, plus a cost estimate. Never raises."""
-        return check_blueprint(source, self.services, self.node_types, self.unavailable_node_types)[0]
+        return self._catalogue.validate(source)
 
     def compile(self, source: Target) -> Plan:
         """The plan of a blueprint; raises BlueprintInvalid. A Blueprint object is compiled once."""
-        if isinstance(source, Blueprint):
-            plan = self._plans.get(source)
-            if plan is None:
-                plan = compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
-                self._plans.put(source, plan)
-            return plan
-        return compile_plan(source, self.services, self.node_types, self.unavailable_node_types)
+        return self._catalogue.compile(source)
 
     async def connect_upstream(self, config_files: Iterable[str | Path] = ()) -> Upstreams:
         """Use the tools of the MCP servers in these Claude Desktop-format files (and ICE_MCP_MCP_CONFIG) as
@@ -151,15 +135,7 @@ class Orchestrator:
 
     def workflow_plan(self, name: str) -> Plan:
         """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
-        entry = self.registry.workflow(name)
-        if entry.plan is None:
-            entry.plan = self.compile(entry.blueprint)
-        return entry.plan
-
-    def _registry_changed(self, kind: str, name: str) -> None:
-        # A tool or workflow that changed may change what a cached plan's checks said: compile again.
-        self._plans.clear()
-        self._agent_plans.clear()
+        return self._catalogue.workflow_plan(name)
 
     def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
                            ) -> Blueprint:
@@ -168,61 +144,19 @@ class Orchestrator:
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
         and comes back when a server starts on the same data folder.
         """
-        plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
-        if origin == "runtime" and version is None and self.store is not None:
-            version = self._store_version(plan)
-        plan.version = version
-        entry = self.registry.add_workflow(plan.blueprint, origin)
-        entry.plan, entry.version = plan, version
-        return plan.blueprint
-
-    def _store_version(self, plan: Plan) -> int:
-        assert self.store is not None
-        name, source = plan.name, plan.source()
-        versions = self.store.blueprint_versions(name)
-        if versions and versions[-1].source == source and name in self.registry.workflows:
-            return versions[-1].version  # the same blueprint again: no new version
-        return self.store.save_blueprint(name, source)
+        return self._catalogue.register_blueprint(source, origin=origin, version=version)
 
     def remove_workflow(self, name: str) -> bool:
         """Unregister a workflow; one registered at run time is deleted from the store for good."""
-        removed = self.registry.remove("workflow", name)
-        if self.store is not None:
-            removed = self.store.delete_blueprint(name) or removed
-        return removed
+        return self._catalogue.remove_workflow(name)
 
     def restore_blueprints(self) -> list[str]:
         """Register the blueprints kept in the store (their current versions); returns their names."""
-        restored = []
-        for stored in self.store.blueprints() if self.store is not None else []:
-            try:
-                self.register_blueprint(stored.source, version=stored.version)
-            except IceError as exc:
-                logger.warning("kept blueprint %s v%d not restored: %s", stored.name, stored.version, exc.message)
-                continue
-            restored.append(stored.name)
-        return restored
+        return self._catalogue.restore_blueprints()
 
     def load_blueprints(self, folder: Path | str) -> list[ValidationIssue]:
         """Register every blueprint in a folder; returns the problems of those that failed."""
-        problems: list[ValidationIssue] = []
-        paths = sorted(p for p in Path(folder).glob("*") if p.suffix in (".json", ".yaml", ".yml"))
-        pending = list(paths)
-        # Blueprints may use each other as workflow nodes: retry until no more register.
-        while pending:
-            failed: list[tuple[Path, BlueprintInvalid]] = []
-            for path in pending:
-                try:
-                    self.register_blueprint(path, origin=str(path))
-                except BlueprintInvalid as exc:
-                    failed.append((path, exc))
-            if len(failed) == len(pending):
-                for path, invalid in failed:
-                    problems.extend(e.model_copy(update={"message": f"{path.name}: {e.message}"})
-                                    for e in invalid.report.errors)
-                break
-            pending = [path for path, _ in failed]
-        return problems
+        return self._catalogue.load_blueprints(folder)
 
     # -- runs ---------------------------------------------------------------
 
@@ -266,12 +200,8 @@ class Orchestrator:
         existing = self._attach(idempotency_key, on_event)
         if existing is not None:
             return existing
-        plan = self._agent_plans.get(name)
-        if plan is None:
-            self.registry.agent(name)
-            plan = self._agent_plans[name] = self.compile(agent_document(name))
-        return self._begin(plan, inputs, idempotency_key=idempotency_key, on_event=on_event,
-                           parent_spend=self.caller_spend(caller), caller=caller)
+        return self._begin(self._catalogue.agent_plan(name), inputs, idempotency_key=idempotency_key,
+                           on_event=on_event, parent_spend=self.caller_spend(caller), caller=caller)
 
     def _attach(self, key: str | None, on_event: Listener | None) -> RunHandle | None:
         """The run an idempotency key already started (its listener added), if any."""
@@ -307,21 +237,7 @@ class Orchestrator:
     def questions_listener(self, record: RunRecord) -> Listener:
         """Keeps the record's pending questions and its `input_required` status, and stores them at once
         (another process, or the next one, reads the question from there)."""
-
-        def on_event(event: Event) -> None:
-            path = event.node_id
-            if event.type == "node_waiting" and path is not None:
-                record.questions[path] = dict(event.data)
-            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
-                del record.questions[path]
-            else:
-                return  # a cancelled node's question stays: a suspended run asks it again in the next server
-            if not record.done:
-                record.status = "input_required" if record.questions else "running"
-            if self.store is not None:
-                self.store.save(record)
-
-        return on_event
+        return self._answers.listener(record)
 
     async def run(self, target: Target | Plan, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunRecord:
         """Run to the end and return the record. Cancelling the caller cancels the run."""
@@ -334,11 +250,7 @@ class Orchestrator:
             raise
 
     def _plan(self, target: Target) -> Plan:
-        if isinstance(target, str) and target in self.registry.workflows:
-            return self.workflow_plan(target)
-        if isinstance(target, str) and _is_name(target):
-            raise UnknownName("workflow", target, nearest(target, self.registry.workflows))
-        return self.compile(target)
+        return self._catalogue.plan(target)
 
     def _by_key(self, key: str) -> RunHandle | None:
         """The run an unexpired idempotency key started: here, or (kept in the store) by any process."""
@@ -405,10 +317,7 @@ class Orchestrator:
         elif signal.kind == "blueprint":
             self.sync_blueprints({signal.subject})
         elif signal.kind == "answer":
-            if signal.data is not None and self.questions.waiting(signal.subject, str(signal.data.get("node"))):
-                self._answers.add(task := asyncio.get_running_loop().create_task(
-                    self._take_answer(signal.subject, signal.data)))
-                task.add_done_callback(self._answers.discard)
+            self._answers.take_handed_over(signal.subject, signal.data)
         else:  # listening (again): catch up on what was missed meanwhile
             self.sync_blueprints()
             for handle in self.engine.runs.values():
@@ -418,26 +327,11 @@ class Orchestrator:
     def sync_blueprints(self, names: set[str] | None = None) -> None:
         """Take the store's current versions of registered blueprints (`names`, or all) that another
         process registered, re-registered or deleted; the registry's listeners tell this server's clients."""
-        assert self.store is not None
-        current = {b.name: b for b in self.store.blueprints() if names is None or b.name in names}
-        runtime = {name for name, entry in self.registry.workflows.items() if entry.source == "runtime"}
-        for name in sorted((runtime if names is None else names) - set(current)):
-            if name in runtime:
-                self.registry.remove("workflow", name)
-        for name, stored in current.items():
-            entry = self.registry.workflows.get(name)
-            if entry is not None and entry.version == stored.version:
-                continue
-            try:
-                self.register_blueprint(stored.source, version=stored.version)
-            except IceError as exc:
-                logger.warning("kept blueprint %s v%d not taken: %s", name, stored.version, exc.message)
+        self._catalogue.sync_blueprints(names)
 
     def stored_plan(self, stored: StoredRun) -> Plan:
         """The plan a stored run ran, compiled again (to resume or retry it)."""
-        if stored.blueprint is not None:
-            return self.compile(stored.blueprint)
-        return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint
+        return self._catalogue.stored_plan(stored)
 
     async def retry(self, run_id: str, from_node: str | None = None, *, on_event: Listener | None = None,
                     caller: str | None = None) -> RunHandle:
@@ -516,62 +410,7 @@ class Orchestrator:
         """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
         before this returns, and the node woken (`declined`: the person refused; the node fails, an approval
         is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
-        handle = self.get_handle(run_id)
-        question = self.questions.waiting(run_id, node_path) if handle is not None else None
-        if question is None:
-            stored = self.store.run(run_id) if self.store is not None else None
-            asked = stored.record.questions.get(node_path) if stored is not None and not stored.record.done else None
-            if stored is not None and asked is not None and stored.owner != self.owner.owner_id:
-                return await self._respond_elsewhere(stored, node_path, asked, answer, by=by, declined=declined)
-        if question is None or handle is None:
-            record = self.get_run(run_id)
-            if record is None:
-                raise UnknownName("run", run_id, None)
-            waiting = sorted(record.questions)
-            where = "" if handle is not None or not waiting else " in this process (another server runs it)"
-            raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
-                             + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
-        problems = [] if declined else answer_problems(question.schema, answer)
-        if problems:
-            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
-        given = Answer(None if declined else answer, by, declined=declined)
-        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
-                           answered_at=given.at, **({"declined": True} if declined else {}))
-        self.questions.answer(question, given)
-        if self.store is not None:
-            await asyncio.to_thread(self.store.flush, 10.0)  # journaled on disk before the caller hears
-        return handle.record
-
-    async def _respond_elsewhere(self, stored: StoredRun, node_path: str, asked: Mapping[str, Any], answer: Any, *,
-                                 by: str, declined: bool) -> RunRecord:
-        """A question a run of another process asked: the answer is checked here, handed over through the
-        store, and confirmed once that run's journal has it. Raises AnswerInvalid, or NotWaiting when the
-        process running it did not take it within ANSWER_WAIT_SECONDS."""
-        assert self.store is not None
-        store, run_id = self.store, stored.record.run_id
-        problems = [] if declined else answer_problems(asked.get("schema") or {}, answer)
-        if problems:
-            raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
-        after = max((e["seq"] for e in await asyncio.to_thread(store.events, run_id)), default=-1)
-        await asyncio.to_thread(store.send_answer, run_id,
-                                {"node": node_path, "answer": answer, "by": by, "declined": declined})
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ANSWER_WAIT_SECONDS
-        while loop.time() < deadline:
-            await asyncio.sleep(0.05)
-            events = await asyncio.to_thread(store.events, run_id, after)
-            if any(e["type"] == "node_answered" and e.get("node_id") == node_path for e in events):
-                return await asyncio.to_thread(store.get, run_id) or stored.record
-        raise NotWaiting(f"the process running run {run_id} did not take the answer to {node_path!r} in time",
-                         details={"waiting": sorted(stored.record.questions)})
-
-    async def _take_answer(self, run_id: str, data: Mapping[str, Any]) -> None:
-        """An answer another process received for a question a run of this process asked."""
-        try:
-            await self.respond(run_id, str(data.get("node")), data.get("answer"), by=str(data.get("by") or "api"),
-                               declined=bool(data.get("declined")))
-        except IceError as exc:
-            logger.warning("an answer for run %s handed over through the store was not taken: %s", run_id, exc.message)
+        return await self._answers.respond(run_id, node_path, answer, by=by, declined=declined)
 
     async def cancel(self, run_id: str) -> bool:
         """Ask a run to stop, wherever its engine runs it; False when it was not running."""
@@ -640,13 +479,6 @@ class Orchestrator:
             self.store.close()
 
 
-def answer_problems(schema: Mapping[str, Any], answer: Any) -> list[str]:
-    """What is wrong with an answer, against its question's schema (path: message; empty when it fits)."""
-    validator = schema_validator(schema)
-    errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))[:20]
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(answer)'}: {e.message[:300]}" for e in errors]
-
-
 def _downstream(plan: Plan, node_id: str) -> list[str]:
     """`node_id` and every top-level node that depends on it, through edges or condition gates."""
     shape = plan.graph.shape
@@ -660,6 +492,3 @@ def _downstream(plan: Plan, node_id: str) -> list[str]:
                 frontier.append(other)
     return sorted(found)
 
-
-def _is_name(text: str) -> bool:
-    return text.isidentifier() and "\n" not in text

@@ -1,0 +1,128 @@
+"""The questions `human` nodes ask and people's answers, checked, journaled and handed to the run that asked."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.blueprint.schemas import schema_validator
+from ice_mcp.core.questions import Answer
+from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
+from ice_mcp.store.base import StoredRun
+from ice_mcp.store.events import Event, Listener
+from ice_mcp.store.records import RunRecord
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+
+logger = logging.getLogger(__name__)
+ANSWER_WAIT_SECONDS = 10.0  # how long an answer handed to another process waits for its run to take it
+
+
+class Answers:
+    """An orchestrator's answer desk: what its runs ask (`orc.questions`, kept on their records) and the
+    answers to it, given here or handed over through the run store between processes."""
+
+    def __init__(self, orc: Orchestrator) -> None:
+        self._orc = orc
+        self._taking: set[asyncio.Task[None]] = set()  # answers other processes handed over, being taken
+
+    def listener(self, record: RunRecord) -> Listener:
+        """Keeps the record's pending questions and its `input_required` status, and stores them at once
+        (another process, or the next one, reads the question from there)."""
+        orc = self._orc
+
+        def on_event(event: Event) -> None:
+            path = event.node_id
+            if event.type == "node_waiting" and path is not None:
+                record.questions[path] = dict(event.data)
+            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
+                del record.questions[path]
+            else:
+                return  # a cancelled node's question stays: a suspended run asks it again in the next server
+            if not record.done:
+                record.status = "input_required" if record.questions else "running"
+            if orc.store is not None:
+                orc.store.save(record)
+
+        return on_event
+
+    async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api",
+                      declined: bool = False) -> RunRecord:
+        """Answer the question a waiting `human` node asked (see `Orchestrator.respond`)."""
+        orc = self._orc
+        handle = orc.get_handle(run_id)
+        question = orc.questions.waiting(run_id, node_path) if handle is not None else None
+        if question is None:
+            stored = orc.store.run(run_id) if orc.store is not None else None
+            asked = stored.record.questions.get(node_path) if stored is not None and not stored.record.done else None
+            if stored is not None and asked is not None and stored.owner != orc.owner.owner_id:
+                return await self._respond_elsewhere(stored, node_path, asked, answer, by=by, declined=declined)
+        if question is None or handle is None:
+            record = orc.get_run(run_id)
+            if record is None:
+                raise UnknownName("run", run_id, None)
+            waiting = sorted(record.questions)
+            where = "" if handle is not None or not waiting else " in this process (another server runs it)"
+            raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
+                             + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
+        _check(question.schema, answer, node_path, declined)
+        given = Answer(None if declined else answer, by, declined=declined)
+        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
+                           answered_at=given.at, **({"declined": True} if declined else {}))
+        orc.questions.answer(question, given)
+        if orc.store is not None:
+            await asyncio.to_thread(orc.store.flush, 10.0)  # journaled on disk before the caller hears
+        return handle.record
+
+    async def _respond_elsewhere(self, stored: StoredRun, node_path: str, asked: Mapping[str, Any], answer: Any, *,
+                                 by: str, declined: bool) -> RunRecord:
+        """A question a run of another process asked: the answer is checked here, handed over through the
+        store, and confirmed once that run's journal has it. Raises AnswerInvalid, or NotWaiting when the
+        process running it did not take it within ANSWER_WAIT_SECONDS."""
+        assert self._orc.store is not None
+        store, run_id = self._orc.store, stored.record.run_id
+        _check(asked.get("schema") or {}, answer, node_path, declined)
+        after = max((e["seq"] for e in await asyncio.to_thread(store.events, run_id)), default=-1)
+        await asyncio.to_thread(store.send_answer, run_id,
+                                {"node": node_path, "answer": answer, "by": by, "declined": declined})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ANSWER_WAIT_SECONDS
+        while loop.time() < deadline:
+            await asyncio.sleep(0.05)
+            events = await asyncio.to_thread(store.events, run_id, after)
+            if any(e["type"] == "node_answered" and e.get("node_id") == node_path for e in events):
+                return await asyncio.to_thread(store.get, run_id) or stored.record
+        raise NotWaiting(f"the process running run {run_id} did not take the answer to {node_path!r} in time",
+                         details={"waiting": sorted(stored.record.questions)})
+
+    def take_handed_over(self, run_id: str, data: Mapping[str, Any] | None) -> None:
+        """An answer another process received (a store signal): taken in the background when a run of
+        this process waits for it."""
+        if data is not None and self._orc.questions.waiting(run_id, str(data.get("node"))):
+            self._taking.add(task := asyncio.get_running_loop().create_task(self._take(run_id, data)))
+            task.add_done_callback(self._taking.discard)
+
+    async def _take(self, run_id: str, data: Mapping[str, Any]) -> None:
+        """An answer another process received for a question a run of this process asked."""
+        try:
+            await self.respond(run_id, str(data.get("node")), data.get("answer"), by=str(data.get("by") or "api"),
+                               declined=bool(data.get("declined")))
+        except IceError as exc:
+            logger.warning("an answer for run %s handed over through the store was not taken: %s", run_id, exc.message)
+
+
+def answer_problems(schema: Mapping[str, Any], answer: Any) -> list[str]:
+    """What is wrong with an answer, against its question's schema (path: message; empty when it fits)."""
+    validator = schema_validator(schema)
+    errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))[:20]
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(answer)'}: {e.message[:300]}" for e in errors]
+
+
+def _check(schema: Mapping[str, Any], answer: Any, node_path: str, declined: bool) -> None:
+    """Raises AnswerInvalid when an answer (not a refusal) does not fit its question's schema."""
+    problems = [] if declined else answer_problems(schema, answer)
+    if problems:
+        raise AnswerInvalid(f"the answer to {node_path!r} does not fit its schema: {problems[0]}", problems)
