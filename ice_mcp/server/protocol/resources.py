@@ -16,37 +16,33 @@ from ice_mcp.server.protocol.envelope import to_json
 
 RESOURCE_NOT_FOUND = -32002
 
-TEMPLATES: tuple[types.ResourceTemplate, ...] = (
-    types.ResourceTemplate(
-        name="blueprint_template",
-        uri_template="ice://blueprints/{name}",
-        description="A blueprint template to start from (JSON).",
-        mime_type="application/json",
-    ),
-    types.ResourceTemplate(
-        name="doc",
-        uri_template="ice://docs/{name}",
-        description="Documentation (Markdown).",
-        mime_type="text/markdown",
-    ),
-    types.ResourceTemplate(
-        name="workflow",
-        uri_template="ice://workflows/{name}",
-        description="A registered workflow's blueprint (JSON).",
-        mime_type="application/json",
-    ),
-    types.ResourceTemplate(
-        name="workflow_diagram",
-        uri_template="ice://workflows/{name}/diagram",
-        description="A registered workflow as a Mermaid flowchart.",
-        mime_type="text/vnd.mermaid",
-    ),
-    types.ResourceTemplate(
-        name="run",
-        uri_template="ice://runs/{run_id}",
-        description="A run record: status, outputs, every node's state.",
-        mime_type="application/json",
-    ),
+
+def resource(name: str, uri: str, mime_type: str, *, title: str | None = None,
+             description: str | None = None) -> types.Resource:
+    """A resource to list: its name, URI and MIME type, with a title or a description for people."""
+    return types.Resource(name=name, title=title, uri=uri, mime_type=mime_type, description=description)
+
+
+def resource_templates(*rows: tuple[str, str, str, str]) -> tuple[types.ResourceTemplate, ...]:
+    """Resource templates, from rows of (name, URI template, MIME type, description)."""
+    return tuple(types.ResourceTemplate(name=name, uri_template=uri_template, mime_type=mime_type,
+                                        description=description)
+                 for name, uri_template, mime_type, description in rows)
+
+
+def not_found(uri: str) -> MCPError:
+    """The MCP error for a URI that names no resource."""
+    return MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", data={"uri": uri})
+
+
+TEMPLATES = resource_templates(
+    ("blueprint_template", "ice://blueprints/{name}", "application/json",
+     "A blueprint template to start from (JSON)."),
+    ("doc", "ice://docs/{name}", "text/markdown", "Documentation (Markdown)."),
+    ("workflow", "ice://workflows/{name}", "application/json", "A registered workflow's blueprint (JSON)."),
+    ("workflow_diagram", "ice://workflows/{name}/diagram", "text/vnd.mermaid",
+     "A registered workflow as a Mermaid flowchart."),
+    ("run", "ice://runs/{run_id}", "application/json", "A run record: status, outputs, every node's state."),
 )
 
 _URI = re.compile(r"^ice://(blueprints|docs|workflows|runs)/([^/]+)(/diagram)?$")
@@ -58,61 +54,27 @@ class Resources:
         self._options = options
 
     def listing(self) -> list[types.Resource]:
-        out: list[types.Resource] = []
-        for name, path in doc_files(self._options.docs_dir).items():
-            out.append(
-                types.Resource(
-                    name=f"doc_{name}",
-                    title=first_line(path),
-                    uri=f"ice://docs/{name}",
-                    mime_type="text/markdown",
-                )
-            )
+        out = [resource(f"doc_{name}", f"ice://docs/{name}", "text/markdown", title=first_line(path))
+               for name, path in doc_files(self._options.docs_dir).items()]
         templates = blueprint_files(self._options.blueprints_dir)
         for name, entry in sorted(self._orc.registry.workflows.items()):
             if entry.version is not None and name not in templates:  # registered at run time, kept
-                out.append(
-                    types.Resource(
-                        name=f"blueprint_{name}",
-                        title=f"Registered blueprint: {name} (version {entry.version})",
-                        uri=f"ice://blueprints/{name}",
-                        mime_type="application/json",
-                    )
-                )
-        for name in templates:
-            out.append(
-                types.Resource(
-                    name=f"blueprint_{name}",
-                    title=f"Blueprint template: {name}",
-                    uri=f"ice://blueprints/{name}",
-                    mime_type="application/json",
-                )
-            )
+                out.append(resource(f"blueprint_{name}", f"ice://blueprints/{name}", "application/json",
+                                    title=f"Registered blueprint: {name} (version {entry.version})"))
+        out.extend(resource(f"blueprint_{name}", f"ice://blueprints/{name}", "application/json",
+                            title=f"Blueprint template: {name}") for name in templates)
         for name in sorted(self._orc.registry.workflows):
             bp = self._orc.registry.workflows[name].blueprint
-            out.append(
-                types.Resource(
-                    name=f"workflow_{name}",
-                    title=f"Workflow {name}",
-                    description=bp.description,
-                    uri=f"ice://workflows/{name}",
-                    mime_type="application/json",
-                )
-            )
-            out.append(
-                types.Resource(
-                    name=f"workflow_{name}_diagram",
-                    title=f"Workflow {name} (diagram)",
-                    uri=f"ice://workflows/{name}/diagram",
-                    mime_type="text/vnd.mermaid",
-                )
-            )
+            out.append(resource(f"workflow_{name}", f"ice://workflows/{name}", "application/json",
+                                title=f"Workflow {name}", description=bp.description))
+            out.append(resource(f"workflow_{name}_diagram", f"ice://workflows/{name}/diagram", "text/vnd.mermaid",
+                                title=f"Workflow {name} (diagram)"))
         return out
 
     def read(self, uri: str) -> types.ReadResourceResult:
         match = _URI.match(uri)
         if match is None:
-            raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", data={"uri": uri})
+            raise not_found(uri)
         kind, name, diagram = match.groups()
         text, mime = self._content(kind, name, bool(diagram), uri)
         return types.ReadResourceResult(
@@ -120,7 +82,7 @@ class Resources:
         )
 
     def _content(self, kind: str, name: str, diagram: bool, uri: str) -> tuple[str, str]:
-        missing = MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", data={"uri": uri})
+        missing = not_found(uri)
         if kind == "docs" and not diagram:
             path = doc_files(self._options.docs_dir).get(name)
             if path is None:
