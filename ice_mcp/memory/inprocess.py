@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import bisect
 import copy
-import time
-import uuid
+import dataclasses
 from array import array
 from collections import defaultdict
 from typing import Any
 
-from ice_mcp.memory.types import Episode, StrategyStats, best_of
+from ice_mcp.memory.types import Episode, EpisodicMemory, ProceduralMemory, StrategyStats
 
 
 class InProcessWorking:
@@ -60,7 +59,7 @@ class _TimeIndex:
 _EMPTY = _TimeIndex()
 
 
-class InProcessEpisodic:
+class InProcessEpisodic(EpisodicMemory):
     """Each key, each tag and the whole log keep a time-sorted index: a search bisects to the
     time window and walks back from its end, so its cost does not grow with the log."""
 
@@ -72,25 +71,10 @@ class InProcessEpisodic:
     def __len__(self) -> int:
         return len(self._all)
 
-    async def record(
-        self,
-        key: str,
-        content: Any,
-        *,
-        outcome: str | None = None,
-        tags: tuple[str, ...] | list[str] = (),
-        timestamp: float | None = None,
-    ) -> Episode:
-        episode = Episode(
-            id=uuid.uuid4().hex,
-            key=key,
-            content=copy.deepcopy(content),
-            timestamp=time.time() if timestamp is None else float(timestamp),
-            outcome=outcome,
-            tags=tuple(dict.fromkeys(tags)),
-        )
-        self.add(episode)
-        return episode
+    async def _keep(self, episode: Episode) -> Episode:
+        kept = dataclasses.replace(episode, content=copy.deepcopy(episode.content))
+        self.add(kept)
+        return kept
 
     def add(self, episode: Episode) -> None:
         self._all.add(episode)
@@ -98,15 +82,8 @@ class InProcessEpisodic:
         for tag in episode.tags:
             self._by_tag[tag].add(episode)
 
-    async def search(
-        self,
-        *,
-        key: str | None = None,
-        tag: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        limit: int = 20,
-    ) -> list[Episode]:
+    async def _search(self, key: str | None, tag: str | None, since: float | None, until: float | None,
+                      limit: int) -> list[Episode]:
         by_key = self._by_key.get(key, _EMPTY) if key is not None else None
         by_tag = self._by_tag.get(tag, _EMPTY) if tag is not None else None
         if by_key is not None and (by_tag is None or len(by_key) <= len(by_tag)):
@@ -157,7 +134,7 @@ class InProcessSemantic:
         return sorted(self._domains)
 
 
-class InProcessProcedural:
+class InProcessProcedural(ProceduralMemory):
     def __init__(self) -> None:
         self._counts: dict[str, dict[str, list[int]]] = defaultdict(dict)
 
@@ -172,6 +149,3 @@ class InProcessProcedural:
             StrategyStats(category, strategy, a, s)
             for strategy, (a, s) in sorted(self._counts.get(category, {}).items())
         ]
-
-    async def best(self, category: str, *, min_attempts: int = 1) -> StrategyStats | None:
-        return best_of(await self.stats(category), min_attempts)

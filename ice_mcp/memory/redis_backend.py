@@ -4,10 +4,8 @@ counts in hashes. Every query is a keyed lookup or a bounded range read, never a
 from __future__ import annotations
 
 import json
-import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,7 +16,13 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ice_mcp.memory.types import Episode, MemoryUnavailable, StrategyStats, best_of
+from ice_mcp.memory.types import (
+    Episode,
+    EpisodicMemory,
+    MemoryUnavailable,
+    ProceduralMemory,
+    StrategyStats,
+)
 
 CONNECT_TIMEOUT = 0.8
 SOCKET_TIMEOUT = 5.0
@@ -101,17 +105,23 @@ class _RedisTier:
         except RedisError as exc:
             raise MemoryUnavailable(f"memory backend {redact(self.url)} failed: {exc}") from None
 
+    @asynccontextmanager
+    async def guarded_pipeline(self, *, transaction: bool) -> AsyncIterator[aioredis.client.Pipeline]:
+        """A pipeline (queue its commands, then execute it) whose Redis errors are `MemoryUnavailable`."""
+        with self.guard():
+            async with self.r.pipeline(transaction=transaction) as pipe:
+                yield pipe
+
 
 class RedisWorking(_RedisTier):
     def _key(self, session: str) -> str:
         return f"{self.prefix}wm:{session}"
 
     async def set(self, session: str, key: str, value: Any) -> None:
-        with self.guard():
-            async with self.r.pipeline(transaction=True) as pipe:
-                pipe.hset(self._key(session), key, _dumps(value))
-                pipe.expire(self._key(session), WORKING_TTL_SECONDS)
-                await pipe.execute()
+        async with self.guarded_pipeline(transaction=True) as pipe:
+            pipe.hset(self._key(session), key, _dumps(value))
+            pipe.expire(self._key(session), WORKING_TTL_SECONDS)
+            await pipe.execute()
 
     async def get(self, session: str, key: str, default: Any = None) -> Any:
         with self.guard():
@@ -128,13 +138,13 @@ class RedisWorking(_RedisTier):
             await self.r.delete(self._key(session))
 
 
-class RedisEpisodic(_RedisTier):
+class RedisEpisodic(_RedisTier, EpisodicMemory):
     """`ep:data` holds episodes by id; `ep:all`, `ep:key:<key>` and `ep:tag:<tag>` are sorted
     sets of ids scored by timestamp, read newest first within the time window."""
 
     def __init__(self, client: aioredis.Redis, url: str, prefix: str) -> None:
         super().__init__(client, url, prefix)
-        self._search = client.register_script(_SEARCH)
+        self._search_script = client.register_script(_SEARCH)
 
     def _data(self) -> str:
         return f"{self.prefix}ep:data"
@@ -142,47 +152,23 @@ class RedisEpisodic(_RedisTier):
     def _index(self, kind: str, name: str | None = None) -> str:
         return f"{self.prefix}ep:{kind}" + (f":{name}" if name is not None else "")
 
-    async def record(
-        self,
-        key: str,
-        content: Any,
-        *,
-        outcome: str | None = None,
-        tags: tuple[str, ...] | list[str] = (),
-        timestamp: float | None = None,
-    ) -> Episode:
-        episode = Episode(
-            id=uuid.uuid4().hex,
-            key=key,
-            content=content,
-            timestamp=time.time() if timestamp is None else float(timestamp),
-            outcome=outcome,
-            tags=tuple(dict.fromkeys(tags)),
-        )
+    async def _keep(self, episode: Episode) -> Episode:
         await self.add_many([episode])
         return episode
 
     async def add_many(self, episodes: list[Episode]) -> None:
-        with self.guard():
-            async with self.r.pipeline(transaction=False) as pipe:
-                for episode in episodes:
-                    member = {episode.id: episode.timestamp}
-                    pipe.hset(self._data(), episode.id, _dumps(episode.as_dict()))
-                    pipe.zadd(self._index("all"), member)
-                    pipe.zadd(self._index("key", episode.key), member)
-                    for tag in episode.tags:
-                        pipe.zadd(self._index("tag", tag), member)
-                await pipe.execute()
+        async with self.guarded_pipeline(transaction=False) as pipe:
+            for episode in episodes:
+                member = {episode.id: episode.timestamp}
+                pipe.hset(self._data(), episode.id, _dumps(episode.as_dict()))
+                pipe.zadd(self._index("all"), member)
+                pipe.zadd(self._index("key", episode.key), member)
+                for tag in episode.tags:
+                    pipe.zadd(self._index("tag", tag), member)
+            await pipe.execute()
 
-    async def search(
-        self,
-        *,
-        key: str | None = None,
-        tag: str | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        limit: int = 20,
-    ) -> list[Episode]:
+    async def _search(self, key: str | None, tag: str | None, since: float | None, until: float | None,
+                      limit: int) -> list[Episode]:
         if key is not None:
             index = self._index("key", key)
         elif tag is not None:
@@ -194,7 +180,7 @@ class RedisEpisodic(_RedisTier):
         page = max(limit, 1) * (4 if key is not None and tag is not None else 1)
         tag_filter = tag if key is not None and tag is not None else ""
         with self.guard():
-            rows = await self._search(keys=[index, self._data()], args=[high, low, limit, page, tag_filter])
+            rows = await self._search_script(keys=[index, self._data()], args=[high, low, limit, page, tag_filter])
         return [Episode.from_dict(json.loads(row)) for row in rows]
 
 
@@ -219,15 +205,14 @@ class RedisSemantic(_RedisTier):
 
     async def add_many(self, items: list[tuple[str, str, Any]]) -> None:
         """Bulk load without deduplication (imports, benchmarks)."""
-        with self.guard():
-            async with self.r.pipeline(transaction=False) as pipe:
-                for domain, entity, fact in items:
-                    encoded = _dumps(fact)
-                    key = self._facts(domain, entity)
-                    pipe.rpush(key, encoded)
-                    pipe.sadd(f"{key}:seen", encoded)
-                    pipe.sadd(self._entities(domain), entity)
-                await pipe.execute()
+        async with self.guarded_pipeline(transaction=False) as pipe:
+            for domain, entity, fact in items:
+                encoded = _dumps(fact)
+                key = self._facts(domain, entity)
+                pipe.rpush(key, encoded)
+                pipe.sadd(f"{key}:seen", encoded)
+                pipe.sadd(self._entities(domain), entity)
+            await pipe.execute()
 
     async def get(self, domain: str, entity: str) -> list[Any]:
         with self.guard():
@@ -240,25 +225,23 @@ class RedisSemantic(_RedisTier):
 
     async def forget(self, domain: str, entity: str) -> None:
         key = self._facts(domain, entity)
-        with self.guard():
-            async with self.r.pipeline(transaction=True) as pipe:
-                pipe.delete(key, f"{key}:seen")
-                pipe.srem(self._entities(domain), entity)
-                await pipe.execute()
+        async with self.guarded_pipeline(transaction=True) as pipe:
+            pipe.delete(key, f"{key}:seen")
+            pipe.srem(self._entities(domain), entity)
+            await pipe.execute()
 
 
-class RedisProcedural(_RedisTier):
+class RedisProcedural(_RedisTier, ProceduralMemory):
     """`proc:<category>` is a hash of `<strategy>|a` (attempts) and `<strategy>|s` (successes)."""
 
     def _key(self, category: str) -> str:
         return f"{self.prefix}proc:{category}"
 
     async def record(self, category: str, strategy: str, success: bool) -> StrategyStats:
-        with self.guard():
-            async with self.r.pipeline(transaction=True) as pipe:
-                pipe.hincrby(self._key(category), f"{strategy}|a", 1)
-                pipe.hincrby(self._key(category), f"{strategy}|s", int(success))
-                attempts, successes = await pipe.execute()
+        async with self.guarded_pipeline(transaction=True) as pipe:
+            pipe.hincrby(self._key(category), f"{strategy}|a", 1)
+            pipe.hincrby(self._key(category), f"{strategy}|s", int(success))
+            attempts, successes = await pipe.execute()
         return StrategyStats(category, strategy, int(attempts), int(successes))
 
     async def stats(self, category: str) -> list[StrategyStats]:
@@ -270,6 +253,3 @@ class RedisProcedural(_RedisTier):
             slot = counts.setdefault(strategy, [0, 0])
             slot[0 if kind == "a" else 1] = int(value)
         return [StrategyStats(category, s, a, ok) for s, (a, ok) in sorted(counts.items())]
-
-    async def best(self, category: str, *, min_attempts: int = 1) -> StrategyStats | None:
-        return best_of(await self.stats(category), min_attempts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -83,7 +85,10 @@ class WorkingMemory(Protocol):
 
 
 class EpisodicMemory(Protocol):
-    """Events with timestamps; searched by key, tag and time window, newest first."""
+    """Events with timestamps; searched by key, tag and time window, newest first.
+
+    A backend subclasses it and implements `_keep` and `_search`: recording and the search's
+    arguments are the same on every backend."""
 
     async def record(
         self,
@@ -93,7 +98,16 @@ class EpisodicMemory(Protocol):
         outcome: str | None = None,
         tags: tuple[str, ...] | list[str] = (),
         timestamp: float | None = None,
-    ) -> Episode: ...
+    ) -> Episode:
+        """Keep a new episode, stamped now unless `timestamp` is given, each tag once; returns it as kept."""
+        return await self._keep(Episode(
+            id=uuid.uuid4().hex,
+            key=key,
+            content=content,
+            timestamp=time.time() if timestamp is None else float(timestamp),
+            outcome=outcome,
+            tags=tuple(dict.fromkeys(tags)),
+        ))
 
     async def search(
         self,
@@ -103,7 +117,17 @@ class EpisodicMemory(Protocol):
         since: float | None = None,
         until: float | None = None,
         limit: int = 20,
-    ) -> list[Episode]: ...
+    ) -> list[Episode]:
+        """At most `limit` episodes, newest first, under `key` and with `tag` (when given), timed within
+        [`since`, `until`]."""
+        return await self._search(key, tag, since, until, limit)
+
+    async def _keep(self, episode: Episode) -> Episode:
+        """Store a new episode; returns it as stored."""
+        ...
+
+    async def _search(self, key: str | None, tag: str | None, since: float | None, until: float | None,
+                      limit: int) -> list[Episode]: ...
 
 
 class SemanticMemory(Protocol):
@@ -120,11 +144,10 @@ class ProceduralMemory(Protocol):
 
     async def record(self, category: str, strategy: str, success: bool) -> StrategyStats: ...
     async def stats(self, category: str) -> list[StrategyStats]: ...
-    async def best(self, category: str, *, min_attempts: int = 1) -> StrategyStats | None: ...
 
-
-def best_of(stats: list[StrategyStats], min_attempts: int) -> StrategyStats | None:
-    eligible = [s for s in stats if s.attempts >= min_attempts]
-    if not eligible:
-        return None
-    return max(eligible, key=lambda s: (s.score, s.attempts, s.strategy))
+    async def best(self, category: str, *, min_attempts: int = 1) -> StrategyStats | None:
+        """The category's strategy with the best `score` among those tried `min_attempts` times or more."""
+        eligible = [s for s in await self.stats(category) if s.attempts >= min_attempts]
+        if not eligible:
+            return None
+        return max(eligible, key=lambda s: (s.score, s.attempts, s.strategy))

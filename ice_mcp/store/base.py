@@ -7,6 +7,7 @@ Two stores implement it: `sqlite.RunStore` (SQLite in the data folder, one machi
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import dataclasses
 import functools
@@ -17,7 +18,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -33,6 +34,7 @@ _POLL_SECONDS = 0.005  # how often the writer collects new events while runs are
 _FALLBACK = "~"  # marks a value stdlib json had to encode (integers beyond 64 bits)
 ENGINE_OWNER_PREFIXES = ("temporal:",)  # owners whose runs their engine resumes (never taken over here)
 FOLLOW_IDLE_SECONDS = 1.0  # `follow` yields an empty batch this often while a run is quiet
+FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another process (or replica) writes
 
 
 @dataclass(slots=True)
@@ -284,6 +286,23 @@ def process_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str, Any]]]],
+                         after: int) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+    """What `RunStorage.follow` yields: the events `read(after)` finds past the last one seen, polled
+    every FOLLOW_POLL_SECONDS, in batches (an empty one each idle second); the caller stops following."""
+    loop = asyncio.get_running_loop()
+    quiet_since = loop.time()
+    while True:
+        events = await read(after)
+        if events:
+            after, quiet_since = events[-1]["seq"], loop.time()
+            yield events
+        elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
+            quiet_since = loop.time()
+            yield []
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
 
 def event_dict(event: dict[str, Any]) -> dict[str, Any]:

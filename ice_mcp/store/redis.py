@@ -36,7 +36,6 @@ import redis
 
 from ice_mcp.errors import IceError
 from ice_mcp.store.base import (
-    FOLLOW_IDLE_SECONDS,
     SIGNAL_KINDS,
     Chunk,
     Item,
@@ -47,6 +46,7 @@ from ice_mcp.store.base import (
     StoredRun,
     dumps,
     event_dict,
+    follow_journal,
     loads,
     owner_gone,
 )
@@ -58,7 +58,6 @@ P = ParamSpec("P")
 
 DEFAULT_PREFIX = "ice_mcp:"
 CANCEL_KEEP_SECONDS = 24 * 3600
-FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another replica writes
 SIGNAL_WAIT_SECONDS = 0.25  # the signal thread looks at its stop flag this often
 _LIST_PAGE = 200
 _RUN_FIELDS = ("record", "owner", "blueprint", "version", "key", "retry_of")
@@ -148,7 +147,7 @@ class RedisRunStore(QueuedWriter):
     def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, idempotency_key_seconds: float = 24 * 3600.0,
                  timeout: float = 5.0) -> None:
         self.url, self.prefix = url, prefix
-        self.location = self.path = redact(url)  # the run view (`ice-mcp ui`) names the store by `path`
+        self.location = redact(url)
         self.key_ms = max(1, int(idempotency_key_seconds * 1000))
         try:
             # Any: redis-py types each answer as the union of every protocol's shape; these are RESP2 bytes.
@@ -230,21 +229,15 @@ class RedisRunStore(QueuedWriter):
         entries = self._redis.xrange(self._key("events", run_id), min=f"{max(after, -1) + 2}-0")
         return [event_dict(e) for _, fields in entries for e in loads(fields[b"events"]) if e["seq"] > after]
 
-    async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+    def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
         """A run's events after `after` as they are written, in batches (an empty one each idle second);
         the caller stops following. It polls with one range read: redis.asyncio can swallow a task's
         cancellation inside a blocking read (redis-py #2028), and a follower is cancelled when a wait ends."""
-        loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
-        while True:
-            events = self.events(run_id, after)
-            if events:
-                after, quiet_since = events[-1]["seq"], loop.time()
-                yield events
-            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
-                quiet_since = loop.time()
-                yield []
-            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+        async def read(seen: int) -> builtins.list[dict[str, Any]]:
+            return self.events(run_id, seen)
+
+        return follow_journal(read, after)
 
     @_unavailable
     def by_idempotency_key(self, key: str) -> str | None:

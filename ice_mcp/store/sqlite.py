@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 from ice_mcp.errors import IceError
 from ice_mcp.store.base import (
-    FOLLOW_IDLE_SECONDS,
     SIGNAL_KINDS,
     Chunk,
     Item,
@@ -33,6 +32,7 @@ from ice_mcp.store.base import (
     StoredRun,
     dumps,
     event_dict,
+    follow_journal,
     loads,
     owner_gone,
 )
@@ -96,7 +96,6 @@ CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE id
 # Columns added in schema 2 (durable runs); a folder written by an older version gains them.
 _RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT"}
 SIGNAL_POLL_SECONDS = 0.2  # how often a server looks for signals other processes left in the file
-FOLLOW_POLL_SECONDS = 0.05  # how often `follow` reads a journal another process writes
 SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
 
 
@@ -256,20 +255,10 @@ class RunStore(QueuedWriter):
             rows = self._rows("SELECT events FROM runs WHERE run_id = ? AND events IS NOT NULL", (run_id,))
         return [event_dict(e) for (text,) in rows for e in loads(text) if e["seq"] > after]
 
-    async def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+    def follow(self, run_id: str, after: int = -1) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
         """A run's events after `after` as they are kept, in batches (an empty one each idle second);
-        the caller stops following."""
-        loop = asyncio.get_running_loop()
-        quiet_since = loop.time()
-        while True:
-            events = await asyncio.to_thread(self.events, run_id, after)
-            if events:
-                after, quiet_since = events[-1]["seq"], loop.time()
-                yield events
-            elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
-                quiet_since = loop.time()
-                yield []
-            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        the caller stops following. Each read runs off the event loop."""
+        return follow_journal(lambda seen: asyncio.to_thread(self.events, run_id, seen), after)
 
     def by_idempotency_key(self, key: str) -> str | None:
         rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (key,))

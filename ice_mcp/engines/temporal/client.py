@@ -108,10 +108,11 @@ class TemporalEngine:
             return self.follow(stored) or RunHandle(stored.record, EventLog(stored.record.run_id), None)
         caller, parent = run.caller, run.parent_spend
         caller_budget = self.settings.caller_budget_usd if caller is not None else None
-        start = RunStart(record.run_id, plan.source(), record.to_dict(), self.documents(plan.source()), dict(run.globals),
-                         caller, caller_budget, self.store.spent(caller) if caller is not None else 0.0,
-                         parent.remaining() if parent is not None else None, replay_events(run.replay),
-                         tuning=self.tuning)
+        start = RunStart(record.run_id, plan.source(), record.to_dict(), workflows=self.documents(plan.source()),
+                         globals=dict(run.globals), caller=caller, caller_budget_usd=caller_budget,
+                         caller_spent_usd=self.store.spent(caller) if caller is not None else 0.0,
+                         budget_left_usd=parent.remaining() if parent is not None else None,
+                         replay=replay_events(run.replay), tuning=self.tuning)
         events = EventLog(record.run_id, [*self.observers, *run.listeners])
         task = asyncio.get_running_loop().create_task(self._start(record, events, start))
         handle = RunHandle(record, events, task, plan, stop=lambda: self._stop(record.run_id))
@@ -165,8 +166,8 @@ class TemporalEngine:
                     return self._ended(record, {"code": "temporal_unavailable",
                                                 "message": f"lost the run's workflow: {exc}"})
                 # Its server died between keeping the run and starting its workflow: start it here.
-                start = RunStart(record.run_id, stored.blueprint, record.to_dict(), self.documents(stored.blueprint),
-                                 tuning=self.tuning)
+                start = RunStart(record.run_id, stored.blueprint, record.to_dict(),
+                                 workflows=self.documents(stored.blueprint), tuning=self.tuning)
                 workflow = await client.start_workflow(
                     RUN_WORKFLOW, start, id=record.run_id, task_queue=self.settings.temporal_task_queue,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)

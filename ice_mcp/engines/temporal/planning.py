@@ -245,9 +245,10 @@ class WorkflowRunner(Runner):
     async def run_workflow(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
         """A nested workflow as a child workflow; its spend charges this run as it returns."""
         await self.gate()
-        start = NestedStart(ctx.run_id, ctx.path, ctx.depth, plan.source(), inputs, self.workflows, ctx.globals,
-                            self.caller.name, self.caller.budget_usd, self.caller.cost_usd, ctx.spend.remaining(),
-                            self.tuning)
+        start = NestedStart(ctx.run_id, ctx.path, ctx.depth, plan.source(), inputs, workflows=self.workflows,
+                            globals=ctx.globals, caller=self.caller.name, caller_budget_usd=self.caller.budget_usd,
+                            caller_spent_usd=self.caller.cost_usd, budget_left_usd=ctx.spend.remaining(),
+                            tuning=self.tuning)
         with self.in_flight():
             try:
                 done = await workflow.execute_child_workflow(NESTED_WORKFLOW, start, result_type=NestedDone,

@@ -23,42 +23,48 @@ class Tuning:
     history_limit: int = 10_000  # past this many history events a run continues as new
 
 
-@dataclass(slots=True)
-class RunStart:
-    """A run's workflow input. `replay`: journal events whose finished nodes it reuses (a retry);
-    `resume`: continued as new, so its own journal in the store is replayed too."""
+@dataclass(kw_only=True)
+class Invocation:
+    """What every workflow of a run is started with: the workflows it may call, the run's globals, who
+    called and what they may spend, and the engine's knobs."""
 
-    run_id: str
-    blueprint: dict[str, Any]
-    record: dict[str, Any]
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
     globals: dict[str, Any] = field(default_factory=dict)
     caller: str | None = None
     caller_budget_usd: float | None = None
     caller_spent_usd: float = 0.0
     budget_left_usd: float | None = None  # what an enclosing budget (a network's) leaves the run
-    replay: list[dict[str, Any]] = field(default_factory=list)
-    resume: bool = False
-    next_seq: int = 0
     tuning: Tuning = field(default_factory=Tuning)
 
 
-@dataclass(slots=True)
-class NestedStart:
-    """A nested workflow's input: it runs inside run `run_id` at `path`, its events numbered by that run."""
+@dataclass
+class RunStart(Invocation):
+    """A run's workflow input. `replay`: journal events whose finished nodes it reuses (a retry);
+    `resume`: continued as new, so its own journal in the store is replayed too."""
+
+    run_id: str
+    blueprint: dict[str, Any]
+    record: dict[str, Any]
+    replay: list[dict[str, Any]] = field(default_factory=list)
+    resume: bool = False
+    next_seq: int = 0
+
+
+@dataclass
+class InRun:
+    """Where work inside a run stands: run `run_id`, node path `path`, `depth` nested workflows down."""
 
     run_id: str
     path: str
     depth: int
+
+
+@dataclass
+class NestedStart(InRun, Invocation):
+    """A nested workflow's input: it runs inside run `run_id` at `path`, its events numbered by that run."""
+
     blueprint: dict[str, Any]
     inputs: dict[str, Any]
-    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    globals: dict[str, Any] = field(default_factory=dict)
-    caller: str | None = None
-    caller_budget_usd: float | None = None
-    caller_spent_usd: float = 0.0
-    budget_left_usd: float | None = None
-    tuning: Tuning = field(default_factory=Tuning)
 
 
 @dataclass(slots=True)
@@ -69,13 +75,10 @@ class NestedDone:
     caller_spent_usd: float = 0.0
 
 
-@dataclass(slots=True)
-class NodeTask:
+@dataclass
+class NodeTask(InRun):
     """One attempt of one node for an activity: its spec and its fields already rendered by the workflow."""
 
-    run_id: str
-    path: str
-    depth: int
     node: dict[str, Any]
     rendered: dict[str, Any]
     attempt: int

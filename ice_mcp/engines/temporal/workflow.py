@@ -89,10 +89,8 @@ class RunWorkflow:
             await asyncio.wait({execution})
         if not execution.done():  # a long history: go on as a new execution that replays the journal
             await sink.close()
-            workflow.continue_as_new(RunStart(
-                start.run_id, start.blueprint, start.record, start.workflows, start.globals, start.caller,
-                start.caller_budget_usd, caller.cost_usd, start.budget_left_usd, start.replay, True, sink.next_seq,
-                start.tuning))
+            workflow.continue_as_new(dataclasses.replace(
+                start, caller_spent_usd=caller.cost_usd, resume=True, next_seq=sink.next_seq))
         return await self._finish(sink, execution.result())
 
     async def _finish(self, sink: EventSink, record: RunRecord) -> dict[str, Any]:
