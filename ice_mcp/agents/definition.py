@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import ValidationError
 
@@ -14,6 +14,7 @@ from ice_mcp.blueprint.models import AgentMemory, InlineAgent
 from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
 
 DEFAULT_AGENT_MAX_TOKENS = 1024
+DEFAULT_AGENT_MAX_ITERATIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class AgentDefinition:
     tools: tuple[str, ...] = ()
     workflows: tuple[str, ...] = ()
     memory: MemoryTiers = field(default_factory=MemoryTiers)
-    max_iterations: int = 8
+    max_iterations: int = DEFAULT_AGENT_MAX_ITERATIONS
     temperature: float | None = None
     max_tokens: int = DEFAULT_AGENT_MAX_TOKENS
     description: str = ""
@@ -71,51 +72,52 @@ class AgentDefinition:
         return cls.from_inline(inline, name, description)
 
 
+class AgentOptions(TypedDict, total=False):
+    """The keyword arguments `register_agent` and `@agent` share besides `model`. Left out: no tools or
+    workflows, working memory only, DEFAULT_AGENT_MAX_ITERATIONS, no provider, temperature or max_tokens
+    of the agent's own, and DEFAULT_REGISTRY."""
+
+    tools: list[str] | tuple[str, ...]
+    workflows: list[str] | tuple[str, ...]
+    memory: Mapping[str, bool] | None
+    max_iterations: int
+    provider: str | None
+    temperature: float | None
+    max_tokens: int | None
+    registry: Registry | None
+
+
+def _check_options(function: str, options: Mapping[str, Any]) -> None:
+    """Refuse a keyword that is not in AgentOptions, as Python does for a parameter a function lacks."""
+    for key in options:
+        if key not in AgentOptions.__optional_keys__:
+            raise TypeError(f"{function}() got an unexpected keyword argument {key!r}")
+
+
 def register_agent(
-    name: str,
-    *,
-    model: str,
-    system: str | None = None,
-    tools: list[str] | tuple[str, ...] = (),
-    workflows: list[str] | tuple[str, ...] = (),
-    memory: Mapping[str, bool] | None = None,
-    max_iterations: int = 8,
-    provider: str | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    description: str = "",
-    registry: Registry | None = None,
+    name: str, *, model: str, system: str | None = None, description: str = "", **options: Unpack[AgentOptions]
 ) -> AgentDefinition:
     """Register an agent by name; blueprints call it with `{"type": "agent", "agent": name}`."""
+    _check_options("register_agent", options)
     config: dict[str, Any] = {
         "model": model,
         "system": system,
-        "tools": list(tools),
-        "workflows": list(workflows),
-        "memory": dict(memory or {}),
-        "max_iterations": max_iterations,
-        "provider": provider,
-        "temperature": temperature,
-        "max_tokens": max_tokens,
+        "tools": list(options.get("tools", ())),
+        "workflows": list(options.get("workflows", ())),
+        "memory": dict(options.get("memory") or {}),
+        "max_iterations": options.get("max_iterations", DEFAULT_AGENT_MAX_ITERATIONS),
+        "provider": options.get("provider"),
+        "temperature": options.get("temperature"),
+        "max_tokens": options.get("max_tokens"),
     }
     config = {k: v for k, v in config.items() if v is not None}
     definition = AgentDefinition.from_config(name, config)  # validates
-    (registry or DEFAULT_REGISTRY).add_agent(name, config, description)
+    (options.get("registry") or DEFAULT_REGISTRY).add_agent(name, config, description)
     return definition
 
 
 def agent(
-    name: str | None = None,
-    *,
-    model: str,
-    tools: list[str] | tuple[str, ...] = (),
-    workflows: list[str] | tuple[str, ...] = (),
-    memory: Mapping[str, bool] | None = None,
-    max_iterations: int = 8,
-    provider: str | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    registry: Registry | None = None,
+    name: str | None = None, *, model: str, **options: Unpack[AgentOptions]
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a function whose docstring is the agent's system prompt:
 
@@ -123,22 +125,13 @@ def agent(
         def researcher():
             \"\"\"You research a topic and answer with sources.\"\"\"
     """
+    _check_options("agent", options)
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
         doc = inspect.getdoc(function) or ""
+        description = doc.split("\n\n")[0] if doc else ""
         register_agent(
-            name or function.__name__,
-            model=model,
-            system=doc or None,
-            tools=tools,
-            workflows=workflows,
-            memory=memory,
-            max_iterations=max_iterations,
-            provider=provider,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            description=doc.split("\n\n")[0] if doc else "",
-            registry=registry,
+            name or function.__name__, model=model, system=doc or None, description=description, **options
         )
         return function
 

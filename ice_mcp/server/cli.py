@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import logging
@@ -14,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.bundled import bundled_dir
-from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.additions import load_extension
+from ice_mcp.server.cluster import add_dev_cluster_command
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.web.serving import bind_listener, serve_http
+from ice_mcp.server.web.ui.viewer import add_catalogue_arguments, add_ui_command, run_server
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
 from ice_mcp.tools.modules import import_tool_modules
@@ -46,19 +46,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--canonical-names", action="store_true", help="advertise workflow:<name> ids"
     )
-    parser.add_argument(
-        "--tools", action="append", default=[], metavar="MODULE", help="import a tool module"
-    )
-    parser.add_argument(
-        "--blueprints",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="register blueprints from DIR",
-    )
-    parser.add_argument(
-        "--templates", action="store_true", help="register the bundled blueprint templates too"
-    )
+    add_catalogue_arguments(parser, "register blueprints from DIR")
     parser.add_argument(
         "--include", action="append", default=[], metavar="PATTERN", help="list only matching tools"
     )
@@ -121,9 +109,6 @@ def add_serve_commands(subparsers: Any) -> None:
     config.add_argument("--workspace", type=Path,
                         help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
     config.set_defaults(handler=run_claude_config)
-    from ice_mcp.server.cluster import add_dev_cluster_command
-    from ice_mcp.server.web.ui.viewer import add_ui_command
-
     add_ui_command(subparsers)
     add_dev_cluster_command(subparsers)
 
@@ -229,19 +214,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.log_file is not None:
         # Before any logging is configured, so uvicorn's handlers and late tracebacks land there too.
         sys.stderr = open(args.log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level.upper(),
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        pass
-    except IceError as exc:
-        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
-        return 1
-    return 0
+    return run_server(_serve, args)
 
 
 def default_workspace() -> Path:

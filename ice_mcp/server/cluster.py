@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.errors import IceError
+from ice_mcp.settings import Settings
 
 START_SECONDS = 30.0
 STATELESS_REVISION = "2026-07-28"  # the MCP revision whose requests stand alone (no session)
@@ -271,7 +272,6 @@ def add_dev_cluster_command(subparsers: Any) -> None:
 
 
 def run_dev_cluster(args: argparse.Namespace) -> int:
-    from ice_mcp.settings import Settings
 
     engine = args.engine
     extra = [*(f"--tools={m}" for m in args.tools), *(f"--blueprints={Path(d).resolve()}" for d in args.blueprints)]

@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 
 from ice_mcp.llm.errors import LLMError, status_error
+from ice_mcp.llm.providers.base import sdk_client_options
 from ice_mcp.llm.types import ChatRequest, Completion, Message, StreamDelta, ToolCall
 from ice_mcp.types import Usage
 
@@ -20,12 +21,7 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, *, api_key: str | None, base_url: str | None, timeout_seconds: float = 60.0) -> None:
-        self.client = anthropic.AsyncAnthropic(
-            api_key=api_key or "unused",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout_seconds,
-        )
+        self.client = anthropic.AsyncAnthropic(**sdk_client_options(api_key, base_url, timeout_seconds))
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from ice_mcp.llm.types import ChatRequest, Completion, StreamDelta
 
@@ -40,6 +40,21 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {"_raw": str(raw)}
     return value if isinstance(value, dict) else {"_raw": str(raw)}
+
+
+class SDKClientOptions(TypedDict):
+    """The keyword arguments the official SDKs' async clients (OpenAI, Anthropic) get."""
+
+    api_key: str
+    base_url: str | None
+    max_retries: int
+    timeout: float
+
+
+def sdk_client_options(api_key: str | None, base_url: str | None, timeout_seconds: float) -> SDKClientOptions:
+    """Retries are ours (RetryPolicy), so the SDK's own are off; a keyless endpoint (a local server)
+    still gets a placeholder key."""
+    return {"api_key": api_key or "unused", "base_url": base_url, "max_retries": 0, "timeout": timeout_seconds}
 
 
 def json_instruction(schema: dict[str, Any]) -> str:

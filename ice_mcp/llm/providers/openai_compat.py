@@ -10,7 +10,7 @@ from typing import Any, Literal
 import openai
 
 from ice_mcp.llm.errors import LLMError, status_error
-from ice_mcp.llm.providers.base import json_instruction, parse_arguments
+from ice_mcp.llm.providers.base import json_instruction, parse_arguments, sdk_client_options
 from ice_mcp.llm.types import ChatRequest, Completion, Message, StreamDelta, ToolCall
 from ice_mcp.types import Usage
 
@@ -31,13 +31,7 @@ class OpenAICompatProvider:
         self.name = name
         self.structured = structured
         self.max_tokens_field = max_tokens_field
-        # Retries are ours (RetryPolicy), so the SDK's own are off.
-        self.client = openai.AsyncOpenAI(
-            api_key=api_key or "unused",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout_seconds,
-        )
+        self.client = openai.AsyncOpenAI(**sdk_client_options(api_key, base_url, timeout_seconds))
 
     async def aclose(self) -> None:
         await self.client.close()

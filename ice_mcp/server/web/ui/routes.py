@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.errors import IceError
 from ice_mcp.server.access import bearer_token, caller_id, same_secret
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
@@ -246,7 +247,6 @@ class RunViews:
 
 
 def _parse_blueprint(source: Any) -> Any:
-    from ice_mcp.blueprint.models import Blueprint
 
     try:
         return source if isinstance(source, Blueprint) else Blueprint.model_validate(source)

@@ -7,10 +7,17 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.web.serving import bind_listener, serve_http
+from ice_mcp.settings import Settings
+from ice_mcp.tools.modules import import_tool_modules
+from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 DEFAULT_PORT = 8001
 
@@ -23,13 +30,17 @@ def add_ui_command(subparsers: Any) -> None:
     ui.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
     ui.add_argument("--state", metavar="URL", help="the run store a cluster shares: redis://HOST:PORT/DB (ICE_MCP_STATE)")
     ui.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
-    ui.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
-    ui.add_argument("--blueprints", action="append", default=[], metavar="DIR",
-                    help="register blueprints from DIR (the catalogue, and runs started here)")
-    ui.add_argument("--templates", action="store_true", help="register the bundled blueprint templates too")
+    add_catalogue_arguments(ui, "register blueprints from DIR (the catalogue, and runs started here)")
     ui.add_argument("--allowed-host", action="append", default=[], help="extra Host header value to accept")
     ui.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
     ui.set_defaults(handler=run_ui)
+
+
+def add_catalogue_arguments(parser: argparse.ArgumentParser, blueprints_help: str) -> None:
+    """`--tools`, `--blueprints` and `--templates`: what a serving command registers."""
+    parser.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
+    parser.add_argument("--blueprints", action="append", default=[], metavar="DIR", help=blueprints_help)
+    parser.add_argument("--templates", action="store_true", help="register the bundled blueprint templates too")
 
 
 def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
@@ -59,14 +70,9 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     return app
 
 
-def _orchestrator(args: argparse.Namespace) -> Any:
+def _orchestrator(args: argparse.Namespace) -> Orchestrator:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
-    from ice_mcp.bundled import bundled_dir
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.settings import Settings
-    from ice_mcp.tools.modules import import_tool_modules
-    from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
     import_tool_modules(args.tools)
     orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
@@ -81,8 +87,6 @@ def _orchestrator(args: argparse.Namespace) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from ice_mcp.server.web.serving import bind_listener, serve_http
-
     with bind_listener(args.host, args.port) as listener:
         orc = _orchestrator(args)
         try:
@@ -90,7 +94,7 @@ async def _serve(args: argparse.Namespace) -> None:
             app = create_viewer_app(orc, host=args.host, port=port, allowed_hosts=args.allowed_host)
             admin = bool(os.environ.get("ICE_MCP_ADMIN_TOKEN"))
             url_host = f"[{args.host}]" if ":" in args.host else args.host
-            where = orc.store.path if orc.store is not None else "(no run store)"
+            where = orc.store.location if orc.store is not None else "(no run store)"
 
             def announce() -> None:
                 print(f"ice_mcp: run view at http://{url_host}:{port}/ui over {where}\n"
@@ -102,13 +106,19 @@ async def _serve(args: argparse.Namespace) -> None:
             await orc.aclose(suspend=True)  # runs started here go on in the next server on this folder
 
 
-def run_ui(args: argparse.Namespace) -> int:
+def run_server(serve: Callable[[argparse.Namespace], Coroutine[Any, Any, None]], args: argparse.Namespace) -> int:
+    """Log to stderr at `--log-level` and run `serve(args)` until it returns or Ctrl-C: 0, or 1 once an
+    IceError is printed."""
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(_serve(args))
+        asyncio.run(serve(args))
     except KeyboardInterrupt:
         pass
     except IceError as exc:
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    return run_server(_serve, args)
