@@ -1,12 +1,18 @@
-"""The import contracts of pyproject's [tool.importlinter] hold: layers, forbidden imports, no cycles."""
+"""The house rules hold: pyproject's import contracts, modules of a readable size, a command line that starts
+without the SDKs it does not need."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_MODULE_LINES = 600
+# Loaded only by the commands that use them (serve, workers, an engine, a provider); wasmtime is not here
+# because `ice-mcp warmup` is added only when the sandbox's runtime imports.
+HEAVY = ("mcp", "mcp_types", "starlette", "uvicorn", "temporalio", "redis", "openai", "anthropic")
 
 
 def test_import_contracts_are_kept() -> None:
@@ -15,3 +21,19 @@ def test_import_contracts_are_kept() -> None:
                           timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 kept, 0 broken" in done.stdout
+
+
+def test_no_module_is_over_600_lines() -> None:
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+             for path in (ROOT / "ice_mcp").rglob("*.py")}
+    assert len(sizes) > 100
+    assert {path: lines for path, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
+
+
+def test_the_command_line_starts_without_the_heavy_sdks() -> None:
+    probe = ("import json, sys\nfrom ice_mcp.cli import build_parser\nbuild_parser()\n"
+             f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
