@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from ice_mcp.errors import IceError
@@ -14,6 +14,11 @@ class MemoryUnavailable(IceError):
     """The memory backend cannot be reached (Redis down, wrong URL)."""
 
     code = "memory_unavailable"
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, values as they are (no deep copy, unlike dataclasses.asdict)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,14 +33,7 @@ class Episode:
     tags: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "key": self.key,
-            "content": self.content,
-            "timestamp": self.timestamp,
-            "outcome": self.outcome,
-            "tags": list(self.tags),
-        }
+        return {**_fields(self), "tags": list(self.tags)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
@@ -66,13 +64,7 @@ class StrategyStats:
         return (self.successes + 1) / (self.attempts + 2)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "category": self.category,
-            "strategy": self.strategy,
-            "attempts": self.attempts,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-        }
+        return {**_fields(self), "success_rate": self.success_rate}
 
 
 class WorkingMemory(Protocol):
