@@ -56,6 +56,9 @@ class RunRecord:
     retry_of: str | None = None  # the run this one retries, reusing its finished nodes
     # Questions `human` nodes wait on, by node path: {question, schema, asked_at, deadline, approval}.
     questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What started it, as templates see `trigger`: None for a call; {"kind": "schedule", "schedule_id", "slot",
+    # "previous_slot"} for a schedule's slot.
+    trigger: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -78,13 +81,15 @@ class RunRecord:
             **({"workflow_version": self.workflow_version} if self.workflow_version is not None else {}),
             **({"retry_of": self.retry_of} if self.retry_of is not None else {}),
             **({"questions": self.questions} if self.questions else {}),
+            **({"trigger": self.trigger} if self.trigger is not None else {}),
         }
 
     def summary(self) -> dict[str, Any]:
         """The few fields a list of runs shows."""
         return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,
                 "started_at": iso(self.started_at),
-                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3)}
+                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3),
+                **({"trigger": self.trigger} if self.trigger is not None else {})}
 
     def envelope(self) -> dict[str, Any]:
         """What a tool call answers: `{run_id, status, outputs, error, cost_usd, duration_ms}`."""
@@ -131,4 +136,5 @@ class RunRecord:
             workflow_version=data.get("workflow_version"),
             retry_of=data.get("retry_of"),
             questions=dict(data.get("questions") or {}),
+            trigger=data.get("trigger"),
         )

@@ -13,6 +13,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   secret:{name}       a random key every replica shares (the one sealing multi-round requestState)
   blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
   signals             a pub/sub channel: cancel requests, blueprint changes and answers, heard by every replica
+  schedule:{id}, schedules, firings:{id}, firing:{id}, scheduler_alive   schedules (see redis_schedules)
 Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
 never sees a finished run's record without its last events. Standalone Redis (the scripts build
 key names at run time, which Redis Cluster does not allow).
@@ -23,13 +24,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import AsyncGenerator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -51,10 +51,9 @@ from ice_mcp.store.base import (
     owner_gone,
 )
 from ice_mcp.store.records import ACTIVE, RunRecord
+from ice_mcp.store.redis_schedules import RedisSchedules, unavailable
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-P = ParamSpec("P")
 
 DEFAULT_PREFIX = "ice_mcp:"
 CANCEL_KEEP_SECONDS = 24 * 3600
@@ -116,20 +115,6 @@ return 1
 """
 
 
-def _unavailable(method: Callable[Concatenate[RedisRunStore, P], T]) -> Callable[Concatenate[RedisRunStore, P], T]:
-    """Redis errors leave the store as one clear IceError (code `state_unavailable`), never a traceback."""
-
-    @functools.wraps(method)
-    def call(self: RedisRunStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return method(self, *args, **kwargs)
-        except redis.RedisError as exc:
-            raise IceError(f"the state store at {self.location} did not answer: {type(exc).__name__}: {exc}",
-                           code="state_unavailable") from None
-
-    return call
-
-
 def redact(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
@@ -139,7 +124,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class RedisRunStore(QueuedWriter):
+class RedisRunStore(RedisSchedules, QueuedWriter):
     """Runs, journals, owners, idempotency keys, caller spend and blueprints in one Redis, shared."""
 
     shared = True
@@ -161,11 +146,9 @@ class RedisRunStore(QueuedWriter):
         self._claim = self._redis.register_script(_CLAIM)
         self._save_bp = self._redis.register_script(_SAVE_BLUEPRINT)
         self._delete_bp = self._redis.register_script(_DELETE_BLUEPRINT)
+        self._register_schedule_scripts()
         self._listeners: dict[threading.Thread, threading.Event] = {}  # signal threads, stopped on close
         self._start_queue()
-
-    def _key(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -179,7 +162,7 @@ class RedisRunStore(QueuedWriter):
                 "" if version is None else str(version), key or "",
                 retry_of or "", key_ms, "1" if create else "0"]
 
-    @_unavailable
+    @unavailable
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
                blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
@@ -209,12 +192,12 @@ class RedisRunStore(QueuedWriter):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    @_unavailable
+    @unavailable
     def get(self, run_id: str) -> RunRecord | None:
         text = self._redis.hget(self._key("run", run_id), "record")
         return None if text is None else RunRecord.from_dict(loads(text))
 
-    @_unavailable
+    @unavailable
     def run(self, run_id: str) -> StoredRun | None:
         record, owner, blueprint, version, key, retry_of = self._redis.hmget(self._key("run", run_id), _RUN_FIELDS)
         if record is None:
@@ -223,7 +206,7 @@ class RedisRunStore(QueuedWriter):
                          None if blueprint is None else loads(blueprint),
                          None if version is None else int(version), _text(key), _text(retry_of))
 
-    @_unavailable
+    @unavailable
     def events(self, run_id: str, after: int = -1) -> builtins.list[dict[str, Any]]:
         # Entries whose last event is past `after`: those with an id of at least after + 2.
         entries = self._redis.xrange(self._key("events", run_id), min=f"{max(after, -1) + 2}-0")
@@ -239,11 +222,11 @@ class RedisRunStore(QueuedWriter):
 
         return follow_journal(read, after)
 
-    @_unavailable
+    @unavailable
     def by_idempotency_key(self, key: str) -> str | None:
         return _text(self._redis.get(self._key("key", key)))
 
-    @_unavailable
+    @unavailable
     def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
         limit = max(1, min(limit, 1000))
         index = (self._key("workflow", workflow) if workflow else
@@ -269,7 +252,7 @@ class RedisRunStore(QueuedWriter):
     def _owners(self) -> dict[str, tuple[str, int, float]]:
         return {k.decode(): tuple(loads(v)) for k, v in self._redis.hgetall(self._key("owners")).items()}
 
-    @_unavailable
+    @unavailable
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
         """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
         process on this host died."""
@@ -288,22 +271,22 @@ class RedisRunStore(QueuedWriter):
                 orphans.append((run_id, owner))
         return orphans
 
-    @_unavailable
+    @unavailable
     def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool:
         found = self._redis.hget(self._key("owners"), owner_id) if owner_id else None
         host, pid, beat = loads(found) if found is not None else (None, None, None)
         return not owner_gone(owner_id, host, pid, beat, me, lease_seconds)
 
-    @_unavailable
+    @unavailable
     def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool:
         """Take a run over from `previous_owner`; False if someone else took it first."""
         return bool(self._claim(keys=[self._key("run", run_id)], args=[previous_owner or "", me.owner_id]))
 
-    @_unavailable
+    @unavailable
     def register_owner(self, me: Owner) -> None:
         self._redis.hset(self._key("owners"), me.owner_id, dumps([me.host, me.pid, time.time()]))
 
-    @_unavailable
+    @unavailable
     def release_owner(self, me: Owner) -> None:
         self._redis.hdel(self._key("owners"), me.owner_id)
 
@@ -312,18 +295,18 @@ class RedisRunStore(QueuedWriter):
     def _publish(self, kind: str, subject: str, data: dict[str, Any] | None = None) -> None:
         self._redis.publish(self._key("signals"), dumps({"kind": kind, "subject": subject, "data": data}))
 
-    @_unavailable
+    @unavailable
     def request_cancel(self, run_id: str) -> None:
         """Ask whichever replica runs `run_id` to cancel it: a flag (for one that resumes it later) and
         a signal (for the one running it now)."""
         self._redis.set(self._key("cancel", run_id), 1, ex=CANCEL_KEEP_SECONDS)
         self._publish("cancel", run_id)
 
-    @_unavailable
+    @unavailable
     def cancel_requested(self, run_id: str) -> bool:
         return bool(self._redis.exists(self._key("cancel", run_id)))
 
-    @_unavailable
+    @unavailable
     def send_answer(self, run_id: str, answer: dict[str, Any]) -> None:
         """Hand a person's answer to whichever replica runs `run_id` (a signal: it is listening)."""
         self._publish("answer", run_id, answer)
@@ -374,28 +357,28 @@ class RedisRunStore(QueuedWriter):
 
     # -- caller spend ---------------------------------------------------------------------------
 
-    @_unavailable
+    @unavailable
     def add_spend(self, caller: str, usd: float) -> float:
         return float(self._redis.hincrbyfloat(self._key("spend"), caller, usd))
 
-    @_unavailable
+    @unavailable
     def spent(self, caller: str) -> float:
         value = self._redis.hget(self._key("spend"), caller)
         return 0.0 if value is None else float(value)
 
     # -- blobs (large payloads that travel by reference) ------------------------------------------
 
-    @_unavailable
+    @unavailable
     def put_blob(self, key: str, data: bytes) -> None:
         self._redis.set(self._key("blob", key), data, nx=True)
 
-    @_unavailable
+    @unavailable
     def secret(self, name: str) -> bytes:
         """A random 32-byte secret every replica shares (made by the first to ask)."""
         self._redis.set(self._key("secret", name), os.urandom(32), nx=True)
         return bytes(self._redis.get(self._key("secret", name)))
 
-    @_unavailable
+    @unavailable
     def get_blob(self, key: str) -> bytes:
         data = self._redis.get(self._key("blob", key))
         if data is None:
@@ -404,20 +387,20 @@ class RedisRunStore(QueuedWriter):
 
     # -- registered blueprints ------------------------------------------------------------------
 
-    @_unavailable
+    @unavailable
     def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
         version = int(self._save_bp(args=[self.prefix, name, dumps({"source": source, "created_at": time.time()})]))
         self._publish("blueprint", name)
         return version
 
-    @_unavailable
+    @unavailable
     def delete_blueprint(self, name: str) -> bool:
         deleted = bool(self._delete_bp(args=[self.prefix, name]))
         if deleted:
             self._publish("blueprint", name)
         return deleted
 
-    @_unavailable
+    @unavailable
     def blueprints(self) -> builtins.list[StoredBlueprint]:
         """The current version of every registered blueprint that was not deleted."""
         names = sorted(n.decode() for n in self._redis.sdiff(self._key("blueprints"), self._key("deleted_blueprints")))
@@ -434,7 +417,7 @@ class RedisRunStore(QueuedWriter):
                 kept.append(StoredBlueprint(name, int(version), entry["source"], entry["created_at"]))
         return kept
 
-    @_unavailable
+    @unavailable
     def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]:
         rows = self._redis.hgetall(self._key("blueprint", name))
         found = sorted(((int(version), loads(text)) for version, text in rows.items()), key=lambda pair: pair[0])

@@ -1,9 +1,10 @@
 """The SQLite run store (the default, in the data folder) and `open_store`, which picks a store for a URL.
 
-Run records, every run's event journal, run ownership, caller spend, signals and registered
-blueprints live in one SQLite file. The writer thread (`stores.QueuedWriter`) writes records and
-events in batches; reads and the rare writes whose answer is needed at once (claims, blueprint
-versions, spend) use a second connection; SQLite's WAL lets them run beside the writer.
+Run records, every run's event journal, run ownership, caller spend, signals, registered
+blueprints and schedules (`sqlite_schedules`) live in one SQLite file. The writer thread
+(`stores.QueuedWriter`) writes records and events in batches; reads and the rare writes whose answer
+is needed at once (claims, blueprint versions, spend, schedules) use a second connection; SQLite's
+WAL lets them run beside the writer.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from ice_mcp.store.base import (
     owner_gone,
 )
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5  # 5: schedules, firings, scheduler
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -137,7 +139,7 @@ def open_store(state_url: str | None, data_dir: Path, *,
                    code="invalid_state_url", details={"scheme": scheme})
 
 
-class RunStore(QueuedWriter):
+class RunStore(SqliteSchedules, QueuedWriter):
     """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
 
     shared = False
@@ -153,7 +155,7 @@ class RunStore(QueuedWriter):
         self._read = self._connect(target)
         self._read_lock = threading.Lock()
         with self._read_lock:
-            self._read.executescript(_SCHEMA)
+            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA)
             self._migrate()
         self._write = self._connect(target)
         self._start_queue()
