@@ -18,7 +18,7 @@ from ice_mcp.errors import BlueprintInvalid
 if TYPE_CHECKING:
     from ice_mcp.services import Services
 
-RESERVED_IDS = frozenset({"inputs", "global", "item", "index", "iteration", "previous"})
+RESERVED_IDS = frozenset({"inputs", "global", "trigger", "item", "index", "iteration", "previous"})
 Source = Blueprint | str | Path | Mapping[str, Any]
 
 

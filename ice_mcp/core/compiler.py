@@ -32,7 +32,7 @@ from ice_mcp.errors import TemplateCompileError
 if TYPE_CHECKING:
     from ice_mcp.services import Services
 
-RUN_NAMES = frozenset({"inputs", "global"})
+RUN_NAMES = frozenset({"inputs", "global", "trigger"})
 LLM_TYPES = frozenset({"llm", "agent"})
 MAX_ISSUES = 200  # past this, one more issue says how many were left out
 MAX_SUGGESTIONS = 50  # each "did you mean" compares a name with every candidate

@@ -12,6 +12,8 @@ from ice_mcp.errors import IceError, NodeFailure, RunStopped
 from ice_mcp.store.events import EventLog
 from ice_mcp.types import Usage
 
+CALL_TRIGGER: dict[str, Any] = {"kind": "call"}  # what a run started by a call sees as `trigger`
+
 if TYPE_CHECKING:
     from ice_mcp.core.plan import Graph, Plan
     from ice_mcp.core.questions import Questions
@@ -108,6 +110,7 @@ class RunContext:
     globals: dict[str, Any] = field(default_factory=dict)
     replay: Replay | None = None  # what an earlier execution of this run finished (resume, retry)
     questions: Questions | None = None  # where `human` nodes wait for answers (the orchestrator's desk)
+    trigger: dict[str, Any] = field(default_factory=lambda: dict(CALL_TRIGGER))  # templates' `trigger`
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:

@@ -58,7 +58,9 @@ class Runner(GraphRunner):
                      **({"retry_of": ctx.replay.reused_from} if ctx.replay is not None else {}))
         else:
             ctx.emit("run_resumed", workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
-        scope = Scope({"inputs": record.inputs, "global": ctx.globals})
+        if record.trigger is not None:
+            ctx = replace(ctx, trigger=record.trigger)
+        scope = Scope({"inputs": record.inputs, "global": ctx.globals, "trigger": ctx.trigger})
         try:
             if plan.blueprint.timeout_seconds is None:
                 result = await self.run_graph(plan.graph, scope, ctx, records=record.nodes)
@@ -103,7 +105,7 @@ class Runner(GraphRunner):
         if problems:
             raise NodeFailure(f"invalid inputs for workflow {plan.name!r}: {problems[0]['path']}: {problems[0]['message']}",
                               code="invalid_inputs", retryable=False, details={"errors": problems})
-        scope = Scope({"inputs": inputs, "global": ctx.globals})
+        scope = Scope({"inputs": inputs, "global": ctx.globals, "trigger": ctx.trigger})
         # The sub-workflow's own budget and timeout hold inside the calling run too.
         own = Spend(budget_usd=plan.blueprint.budget_usd, parent=ctx.spend)
         try:

@@ -248,7 +248,7 @@ class WorkflowRunner(Runner):
         start = NestedStart(ctx.run_id, ctx.path, ctx.depth, plan.source(), inputs, workflows=self.workflows,
                             globals=ctx.globals, caller=self.caller.name, caller_budget_usd=self.caller.budget_usd,
                             caller_spent_usd=self.caller.cost_usd, budget_left_usd=ctx.spend.remaining(),
-                            tuning=self.tuning)
+                            tuning=self.tuning, trigger=ctx.trigger)
         with self.in_flight():
             try:
                 done = await workflow.execute_child_workflow(NESTED_WORKFLOW, start, result_type=NestedDone,

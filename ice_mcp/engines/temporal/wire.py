@@ -35,6 +35,7 @@ class Invocation:
     caller_spent_usd: float = 0.0
     budget_left_usd: float | None = None  # what an enclosing budget (a network's) leaves the run
     tuning: Tuning = field(default_factory=Tuning)
+    trigger: dict[str, Any] = field(default_factory=lambda: {"kind": "call"})  # the run's, for nested workflows
 
 
 @dataclass

@@ -114,7 +114,7 @@ class NestedWorkflow:
         events = EventLog(start.run_id, [sink], clock=_now)
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
                          runner, runner.catalogue, sleep=asyncio.sleep, depth=start.depth, path=start.path,
-                         globals=dict(start.globals))
+                         globals=dict(start.globals), trigger=dict(start.trigger))
         try:
             plan = PLANS.plan(start.blueprint)
             result = await runner.run_nested(plan, start.inputs, ctx)
