@@ -35,6 +35,7 @@ from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
 from ice_mcp.nodes import builtin_node_types
+from ice_mcp.schedules.desk import Schedules
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.store.base import Owner, RunStorage, Signal, StoredRun
@@ -93,6 +94,7 @@ class Orchestrator:
         self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
         self.questions = Questions()  # where `human` nodes wait for answers
         self._answers = Answers(self)  # and where the answers arrive, here or from another process
+        self.schedules = Schedules(self)  # kept in the run store; a server's firing loop starts their runs
         self.runner = Runner()
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self.engine: Engine = engine or open_engine(self)
@@ -170,16 +172,18 @@ class Orchestrator:
         globals: Mapping[str, Any] | None = None,
         parent_spend: Spend | None = None,
         caller: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
     ) -> RunHandle:
         """Start a run and return at once. Raises BlueprintInvalid, InputsInvalid or UnknownName.
 
-        `caller` (a hash of an MCP client's token) charges the run to that caller's budget."""
+        `caller` (a hash of an MCP client's token) charges the run to that caller's budget; `trigger` is what
+        started it (a schedule's slot...), kept on its record and seen by templates as `trigger`."""
         existing = self._attach(idempotency_key, on_event)
         if existing is not None:
             return existing
         plan = target if isinstance(target, Plan) else self._plan(target)
         return self._begin(plan, inputs or {}, idempotency_key=idempotency_key, on_event=on_event, globals=globals,
-                           parent_spend=parent_spend or self.caller_spend(caller), caller=caller)
+                           parent_spend=parent_spend or self.caller_spend(caller), caller=caller, trigger=trigger)
 
     async def start_tool(self, name: str, arguments: Mapping[str, Any], *, idempotency_key: str | None = None,
                          on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
@@ -212,14 +216,14 @@ class Orchestrator:
 
     def _begin(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None,
                on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None,
-               caller: str | None = None) -> RunHandle:
+               caller: str | None = None, trigger: Mapping[str, Any] | None = None) -> RunHandle:
         check_fits(plan.estimate, parent_spend, plan.name)
         prepared, problems = plan.prepare_inputs(inputs)
         if problems:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
-                           workflow_version=plan.version)
+                           workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend, caller=caller)
 
@@ -467,6 +471,7 @@ class Orchestrator:
     async def aclose(self, *, suspend: bool = False) -> None:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
+        await self.schedules.stop_loop()
         if self._signals_task is not None:
             self._signals_task.cancel()
             if self._signals_task.get_loop() is asyncio.get_running_loop():

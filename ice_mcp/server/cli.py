@@ -156,6 +156,8 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
     resumed = orc.recover_interrupted_runs()  # last: resumed runs need every tool and workflow registered
     if resumed:
         logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
+    if orc.store is not None:
+        orc.schedules.start_loop()  # every server on a store takes part in firing its schedules
     return orc
 
 

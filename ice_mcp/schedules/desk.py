@@ -1,0 +1,282 @@
+"""An orchestrator's schedules: created, read, changed, paused, triggered and deleted, checked before anything is kept.
+
+The run store is the source of truth (every process on it sees the same schedules); the firing loop
+(`firing.py`) starts their runs. Answers are plain JSON, as the built-in tools return them.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.blueprint.issues import nearest
+from ice_mcp.errors import IceError
+from ice_mcp.schedules.firing import FiringLoop, slot_key
+from ice_mcp.schedules.timing import (
+    ScheduleInvalid,
+    ScheduleSpec,
+    describe_slot,
+    parse_instant,
+    parse_policy,
+    parse_spec,
+    preview,
+    slots_after,
+    slots_between,
+)
+from ice_mcp.store.schedules import Firing, ScheduleRecord
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.store.base import RunStorage
+
+SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_BACKFILL = 1000  # slots one backfill may start
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else describe_slot(datetime.fromtimestamp(ts, UTC))
+
+
+def _fires(spec: ScheduleSpec, after: float, count: int) -> list[dict[str, str]]:
+    return list(preview(spec, count=count, start=datetime.fromtimestamp(after, UTC))["fires"])
+
+
+def _under(path: str, exc: ScheduleInvalid) -> list[dict[str, str]]:
+    """A spec's or policy's problems, their paths under the argument's name."""
+    problems = exc.details.get("errors") or [{"path": "", "message": exc.message}]
+    return [{"path": f"{path}.{p['path']}".rstrip("."), "message": p["message"]} for p in problems]
+
+
+class Schedules:
+    """The schedule desk of one orchestrator; `loop` is this process's part in firing them."""
+
+    def __init__(self, orc: Orchestrator) -> None:
+        self._orc = orc
+        self.loop: FiringLoop | None = None
+        self.clock: Callable[[], float] | None = None  # the store's clock unless a test sets one
+
+    def now(self) -> float:
+        return self.clock() if self.clock is not None else self.store.now()
+
+    @property
+    def store(self) -> RunStorage:
+        if self._orc.store is None:
+            raise IceError("schedules are kept in the run store, and this orchestrator has none", code="no_store")
+        return self._orc.store
+
+    def start_loop(self) -> FiringLoop:
+        """Take part in firing this store's schedules (every server does, stdio included)."""
+        if self.loop is None:
+            self.loop = FiringLoop(self._orc, self.store, clock=self.now)
+            self.loop.start()
+        return self.loop
+
+    async def stop_loop(self) -> None:
+        if self.loop is not None:
+            await self.loop.stop()
+            self.loop = None
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def preview(spec: Mapping[str, Any], count: int = 10, start: str | None = None) -> dict[str, Any]:
+        """The next `count` fires of a spec from `start` (default now), in words, with warnings. Needs no state."""
+        parsed = parse_spec(spec)
+        begin = parse_instant(start) if start is not None else datetime.now(UTC)
+        return preview(parsed, count=count, start=begin)
+
+    def get(self, schedule_id: str) -> dict[str, Any]:
+        schedule = self._schedule(schedule_id)
+        spec = parse_spec(schedule.spec)
+        return {**self._summary(schedule, spec, 10),
+                "firings": [self._firing(f) for f in self.store.firings(schedule_id, limit=10)],
+                "scheduler_alive_at": _iso(self.store.scheduler_alive_at())}
+
+    def list(self, workflow: str | None = None) -> dict[str, Any]:
+        return {"schedules": [self._summary(s, parse_spec(s.spec), 3) for s in self.store.schedules(target=workflow)],
+                "scheduler_alive_at": _iso(self.store.scheduler_alive_at())}
+
+    def history(self, schedule_id: str, limit: int = 50, outcome: str | None = None) -> dict[str, Any]:
+        self._schedule(schedule_id)
+        return {"firings": [self._firing(f) for f in self.store.firings(schedule_id, limit=limit, outcome=outcome)]}
+
+    # -- changing ---------------------------------------------------------------------------------
+
+    def create(self, *, workflow: str | None = None, network: str | None = None, inputs: Mapping[str, Any] | None,
+               spec: Mapping[str, Any], policy: Mapping[str, Any] | None = None, schedule_id: str | None = None,
+               origin: str = "runtime", replace: bool = False) -> dict[str, Any]:
+        """Check everything, then keep the schedule; `replace` (declared schedules) updates one of the same id."""
+        if network is not None:
+            raise IceError("schedules of networks are not available yet: schedule the network's workflows",
+                           code="not_supported")
+        if not workflow:
+            raise ScheduleInvalid("a schedule needs the `workflow` it runs",
+                                  details={"errors": [{"path": "workflow", "message": "required"}]})
+        schedule_id = schedule_id or f"s_{uuid.uuid4().hex[:12]}"
+        parsed, policy_doc, prepared = self._checked(workflow, inputs or {}, spec, policy, schedule_id)
+        existing = self.store.schedule(schedule_id)
+        if existing is not None and not replace:
+            raise IceError(f"a schedule {schedule_id!r} exists: update or delete it", code="schedule_exists",
+                           details={"id": schedule_id})
+        record = existing or ScheduleRecord(id=schedule_id, target=workflow, target_kind="workflow", spec={})
+        record.target, record.spec, record.inputs, record.policy, record.origin = (
+            workflow, parsed.model_dump(mode="json", exclude_none=True), prepared, policy_doc, origin)
+        if existing is None:
+            record.cursor = self._start_cursor(parsed)
+        saved = self.store.save_schedule(record)
+        self._poke()
+        return self._summary(saved, parsed, 3)
+
+    def update(self, schedule_id: str, *, spec: Mapping[str, Any] | None = None,
+               policy: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None,
+               if_revision: int | None = None) -> dict[str, Any]:
+        schedule = self._schedule(schedule_id)
+        parsed, policy_doc, prepared = self._checked(
+            schedule.target, schedule.inputs if inputs is None else inputs,
+            schedule.spec if spec is None else spec, schedule.policy if policy is None else policy, schedule_id)
+        schedule.spec = parsed.model_dump(mode="json", exclude_none=True)
+        schedule.policy, schedule.inputs = policy_doc, prepared
+        saved = self.store.save_schedule(schedule, if_revision=schedule.revision if if_revision is None else if_revision)
+        self._poke()
+        return self._summary(saved, parsed, 3)
+
+    def pause(self, schedule_id: str, note: str | None = None) -> dict[str, Any]:
+        schedule = self._schedule(schedule_id)
+        schedule.paused, schedule.note = True, note
+        return self._summary(self.store.save_schedule(schedule), parse_spec(schedule.spec), 3)
+
+    def resume(self, schedule_id: str, catch_up: bool = False) -> dict[str, Any]:
+        """Go on firing; without `catch_up` the slots passed while paused are one `paused` record, not runs."""
+        schedule = self._schedule(schedule_id)
+        spec = parse_spec(schedule.spec)
+        if not catch_up:
+            now = self.now()
+            after = schedule.cursor if schedule.cursor is not None else schedule.created_at
+            passed = slots_between(spec, datetime.fromtimestamp(after, UTC), datetime.fromtimestamp(now, UTC), 100_000)
+            if passed:
+                last = passed[-1].timestamp()
+                firing = Firing(schedule_id, last, "paused", fired_at=now, replica=self._orc.owner.owner_id,
+                                count=len(passed))
+                if not self.store.advance(schedule_id, schedule.cursor, last, [firing]):
+                    schedule = self._schedule(schedule_id)  # the loop moved it meanwhile: nothing was fired
+        schedule = self._schedule(schedule_id)
+        schedule.paused, schedule.note = False, None
+        saved = self.store.save_schedule(schedule)
+        self._poke()
+        return self._summary(saved, spec, 3)
+
+    async def trigger(self, schedule_id: str) -> dict[str, Any]:
+        """A run now, outside the slots (its firing's slot is now)."""
+        schedule = self._schedule(schedule_id)
+        now = self.now()
+        running = [*schedule.running]
+        handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule_id, now),
+                                       trigger={"kind": "schedule", "schedule_id": schedule_id,
+                                                "slot": _iso(now), "previous_slot": _iso(schedule.cursor),
+                                                "manual": True})
+        self.store.add_firing(Firing(schedule_id, now, "started", run_id=handle.run_id, fired_at=now,
+                                     replica=self._orc.owner.owner_id), running=[*running, handle.run_id])
+        return {"schedule_id": schedule_id, "slot": _iso(now), "run_id": handle.run_id}
+
+    async def backfill(self, schedule_id: str, start: str, end: str) -> dict[str, Any]:
+        """Runs for the slots between `start` and `end` (inclusive) that have none yet, all at once."""
+        schedule = self._schedule(schedule_id)
+        spec = parse_spec(schedule.spec)
+        begin, until = parse_instant(start), parse_instant(end)
+        if until <= begin:
+            raise ScheduleInvalid("`end` must come after `start`",
+                                  details={"errors": [{"path": "end", "message": "before start"}]})
+        slots = slots_between(spec, datetime.fromtimestamp(begin.timestamp() - 1e-6, UTC), until, MAX_BACKFILL + 1)
+        if len(slots) > MAX_BACKFILL:
+            raise ScheduleInvalid(f"a backfill starts at most {MAX_BACKFILL} runs; this range has more",
+                                  details={"errors": [{"path": "end", "message": "too many slots"}]})
+        started, previous = [], None
+        for slot in (s.timestamp() for s in slots):
+            handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule_id, slot),
+                                           trigger={"kind": "schedule", "schedule_id": schedule_id, "slot": _iso(slot),
+                                                    "previous_slot": _iso(previous), "backfill": True})
+            previous = slot
+            now = self.now()
+            if self.store.add_firing(Firing(schedule_id, slot, "started", run_id=handle.run_id, fired_at=now,
+                                            replica=self._orc.owner.owner_id)):
+                started.append({"slot": _iso(slot), "run_id": handle.run_id})
+        return {"schedule_id": schedule_id, "started": started, "slots": len(slots)}
+
+    def delete(self, schedule_id: str) -> dict[str, Any]:
+        deleted = self.store.delete_schedule(schedule_id)
+        if not deleted:
+            self._schedule(schedule_id)  # raises unknown_schedule with the nearest id
+        return {"id": schedule_id, "deleted": deleted}
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _checked(self, workflow: str, inputs: Mapping[str, Any], spec: Mapping[str, Any],
+                 policy: Mapping[str, Any] | None, schedule_id: str
+                 ) -> tuple[ScheduleSpec, dict[str, Any], dict[str, Any]]:
+        """Every problem at once: the id, the spec, the policy, the workflow and its inputs."""
+        errors: list[dict[str, str]] = []
+        parsed = policy_doc = None
+        if not SCHEDULE_ID.match(schedule_id):
+            errors.append({"path": "id", "message": "1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"})
+        try:
+            parsed = parse_spec(spec)
+        except ScheduleInvalid as exc:
+            errors.extend(_under("spec", exc))
+        try:
+            policy_doc = parse_policy(policy).model_dump(mode="json")
+        except ScheduleInvalid as exc:
+            errors.extend(_under("policy", exc))
+        prepared: dict[str, Any] = dict(inputs)
+        try:
+            plan = self._orc.workflow_plan(workflow)
+        except IceError as exc:
+            errors.append({"path": "workflow", "message": exc.message})
+        else:
+            prepared, problems = plan.prepare_inputs(inputs)
+            errors.extend({"path": f"inputs.{p['path']}".rstrip("."), "message": p["message"]} for p in problems)
+        if errors or parsed is None or policy_doc is None:
+            first = errors[0] if errors else {"path": "", "message": "invalid schedule"}
+            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+            raise ScheduleInvalid(f"{first['path']}: {first['message']}{more}", details={"errors": errors})
+        return parsed, policy_doc, prepared
+
+    def _start_cursor(self, spec: ScheduleSpec) -> float:
+        # A new schedule fires from now on (or from its start_at), never for slots before it existed.
+        now = self.now()
+        if spec.start_at is not None and spec.start_at.timestamp() > now:
+            return spec.start_at.timestamp() - 1e-6
+        return now
+
+    def _schedule(self, schedule_id: str) -> ScheduleRecord:
+        schedule = self.store.schedule(schedule_id)
+        if schedule is None:
+            suggestion = nearest(schedule_id, [s.id for s in self.store.schedules()])
+            hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+            raise IceError(f"unknown schedule {schedule_id!r}{hint}", code="unknown_schedule",
+                           details={"id": schedule_id, **({"suggestion": suggestion} if suggestion else {})})
+        return schedule
+
+    def _summary(self, schedule: ScheduleRecord, spec: ScheduleSpec, fires: int) -> dict[str, Any]:
+        after = max(schedule.cursor or 0.0, self.now())
+        following = slots_after(spec, datetime.fromtimestamp(after, UTC), 1)
+        return {
+            "id": schedule.id, "workflow": schedule.target, "inputs": schedule.inputs, "spec": schedule.spec,
+            "policy": schedule.policy, "state": {"paused": schedule.paused, "note": schedule.note},
+            "revision": schedule.revision, "origin": schedule.origin,
+            "created_at": _iso(schedule.created_at), "updated_at": _iso(schedule.updated_at),
+            "next_fires": _fires(spec, after, fires) if following else [],
+            "counts": dict(schedule.counts), "running": list(schedule.running),
+        }
+
+    @staticmethod
+    def _firing(firing: Firing) -> dict[str, Any]:
+        return {"slot": _iso(firing.slot), "outcome": firing.outcome, "run_id": firing.run_id,
+                "fired_at": _iso(firing.fired_at), "replica": firing.replica, "count": firing.count}
+
+    def _poke(self) -> None:
+        if self.loop is not None:
+            self.loop.poke()
+

@@ -1,0 +1,280 @@
+"""The firing loop: every server on a run store decides each due slot of every schedule once, with no leader.
+
+A tick reads a schedule, decides the slots due after its cursor (catch-up, overlap), starts their runs with
+the slot's idempotency key `sched:{id}:{slot}` (the same run whichever process starts it) and records the
+firings with the store's compare-and-set `advance`: a process that read a stale cursor writes nothing and
+cancels a run only it started. The loop sleeps until the next due slot; it never polls faster than it must.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.errors import IceError
+from ice_mcp.schedules.timing import (
+    SchedulePolicy,
+    ScheduleSpec,
+    describe_slot,
+    jitter,
+    parse_policy,
+    parse_spec,
+    slots_after,
+    slots_between,
+)
+from ice_mcp.store.records import ACTIVE
+from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.store.base import RunStorage
+
+logger = logging.getLogger(__name__)
+ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
+IDLE_SECONDS = 30.0  # with nothing due sooner, look again (schedules another process created or changed)
+BUSY_SECONDS = 0.5  # while a buffered slot waits for a run to end
+MAX_BUFFER = 1000  # buffer_all keeps at most this many slots waiting
+MAX_DUE = 100_000  # slots looked at in one tick (a 1 s schedule down for a day is 86,400)
+
+
+def slot_key(schedule_id: str, slot: float) -> str:
+    """The idempotency key of a slot's run: from the nominal slot, never from the clock."""
+    return f"sched:{schedule_id}:{describe_slot(_dt(slot))}"
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def previous_slot(spec: ScheduleSpec, slot: float) -> float | None:
+    """The nominal slot before `slot` (whether it ran or not), looked for up to a year back."""
+    if spec.every_seconds is not None:
+        previous = slot - spec.every_seconds
+        return previous if spec.start_at is None or previous >= spec.start_at.timestamp() else None
+    for window in (3600.0, 86400.0, 32 * 86400.0, 366 * 86400.0):
+        earlier = slots_between(spec, _dt(slot - window), _dt(slot - 1e-6), MAX_DUE)
+        if earlier:
+            return earlier[-1].timestamp()
+    return None
+
+
+@dataclass(slots=True)
+class Decision:
+    """What one tick decided for a schedule: the firings to record and the runs to start for them."""
+
+    firings: list[Firing] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)  # slots whose run starts now
+    cancel: list[str] = field(default_factory=list)  # runs to stop first (cancel_other, terminate_other)
+
+
+class FiringLoop:
+    """One process's part in firing its store's schedules. `clock` is the store's clock unless a test sets one."""
+
+    def __init__(self, orc: Orchestrator, store: RunStorage, *, clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
+        self._orc, self._store = orc, store
+        self._clock = clock or store.now
+        self._sleep = sleep
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="ice_mcp schedules")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def poke(self) -> None:
+        """A schedule changed here: look again now instead of at the next planned wake."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                wake_at = await self.tick()
+            except IceError as exc:  # the store is away: try again soon, say so once a tick
+                logger.warning("schedules: %s", exc.message)
+                wake_at = self._clock() + 5.0
+            delay = max(0.0, wake_at - self._clock())
+            self._wake.clear()
+            if self._sleep is not None:
+                await self._sleep(delay)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+    async def tick(self) -> float:
+        """Decide every due slot of every schedule now; returns when to look again (store clock seconds)."""
+        now = self._clock()
+        self._store.note_scheduler(now)
+        wake_at = now + IDLE_SECONDS
+        for schedule in self._store.schedules():
+            try:
+                wake_at = min(wake_at, await self.fire(schedule, now))
+            except IceError as exc:
+                logger.warning("schedule %s: %s", schedule.id, exc.message)
+        return wake_at
+
+    async def fire(self, schedule: ScheduleRecord, now: float) -> float:
+        """Decide `schedule`'s due slots as of `now`, retrying when another process decided first."""
+        for _ in range(5):
+            result = await self._fire_once(schedule, now)
+            if result is not None:
+                return result
+            fresh = self._store.schedule(schedule.id)
+            if fresh is None:
+                return now + IDLE_SECONDS
+            schedule = fresh
+        return now + BUSY_SECONDS
+
+    async def _fire_once(self, schedule: ScheduleRecord, now: float) -> float | None:
+        spec, policy = parse_spec(schedule.spec), parse_policy(schedule.policy)
+        running = self._active(schedule.running)
+        if await self._pause_on_failure(schedule, policy, running):
+            return now + IDLE_SECONDS
+        if schedule.paused:
+            return now + IDLE_SECONDS
+        if await self._start_buffered(schedule, running, now) is False:
+            return None
+        after = schedule.cursor if schedule.cursor is not None else schedule.created_at
+        due = [s.timestamp() for s in slots_between(spec, _dt(after), _dt(now), MAX_DUE)]
+        due = [s for s in due if s + self._jitter(spec, schedule.id, s) <= now]
+        if not due:
+            return self._next_wake(spec, schedule, after, now, running)
+        decision = self._decide(schedule, spec, policy, due, running, now)
+        for run_id in decision.cancel:
+            await self._orc.cancel(run_id)
+        started: dict[float, str] = {}
+        for slot in decision.starts:
+            started[slot] = await self._start(schedule, slot, previous_slot(spec, slot))
+        for firing in decision.firings:
+            firing.run_id = started.get(firing.slot, firing.run_id)
+        keep = [r for r in running if r not in decision.cancel] + list(started.values())
+        if not self._store.advance(schedule.id, schedule.cursor, due[-1], decision.firings, running=keep):
+            await self._lost(schedule.id, started)
+            return None
+        return self._next_wake(spec, schedule, due[-1], now, keep)
+
+    def _decide(self, schedule: ScheduleRecord, spec: ScheduleSpec, policy: SchedulePolicy, due: list[float],
+                running: list[str], now: float) -> Decision:
+        decision = Decision()
+        me = self._orc.owner.owner_id
+        following = slots_after(spec, _dt(due[-1]), 1)
+        nexts = [*due[1:], following[0].timestamp() if following else due[-1] + ON_TIME_SECONDS * 2]
+        # On time: found within a few seconds of its time, and within half the gap to the next slot.
+        on_time = [s for s, n in zip(due, nexts, strict=True)
+                   if now - (s + self._jitter(spec, schedule.id, s)) <= min(ON_TIME_SECONDS, (n - s) / 2)]
+        late = [s for s in due if s not in set(on_time)]
+        catchup = policy.catchup
+        in_window = [s for s in late if now - s <= catchup.window_seconds]
+        chosen: list[float] = []
+        if catchup.mode == "all":
+            chosen = in_window[-catchup.max_runs:]
+        elif catchup.mode == "latest" and in_window and not on_time:
+            chosen = in_window[-1:]  # the newest slot stands for the backlog; an on-time one already does
+        missed = [s for s in late if s not in set(chosen)]
+        if missed:
+            decision.firings.append(Firing(schedule.id, missed[-1], "missed", fired_at=now, replica=me,
+                                           count=len(missed)))
+        active = list(running)
+        buffered = self._buffered_count(schedule.id)
+        for slot in [*chosen, *on_time]:
+            outcome: Outcome = "started"
+            if active and policy.overlap == "skip":
+                outcome = "skipped_overlap"
+            elif active and policy.overlap in ("buffer_one", "buffer_all", "cancel_other"):
+                limit = 1 if policy.overlap != "buffer_all" else MAX_BUFFER
+                outcome = "buffered" if buffered < limit else "buffer_dropped"
+                buffered += outcome == "buffered"
+                if policy.overlap == "cancel_other":
+                    decision.cancel.extend(r for r in active if r not in decision.cancel)
+            elif active and policy.overlap == "terminate_other":
+                decision.cancel.extend(r for r in active if r not in decision.cancel)
+                active = []
+            decision.firings.append(Firing(schedule.id, slot, outcome, fired_at=now, replica=me))
+            if outcome == "started":
+                decision.starts.append(slot)
+                if policy.overlap != "allow_all":
+                    active = [*active, f"slot:{slot}"]  # the run this slot starts counts for the next slots
+        return decision
+
+    def _buffered_count(self, schedule_id: str) -> int:
+        return len(self._store.firings(schedule_id, limit=MAX_BUFFER + 1, outcome="buffered"))
+
+    async def _start_buffered(self, schedule: ScheduleRecord, running: list[str], now: float) -> bool | None:
+        """With no run of the schedule left, start its oldest buffered slot. False: another process did."""
+        if running or not schedule.counts.get("buffered"):
+            return None
+        waiting = self._store.firings(schedule.id, limit=MAX_BUFFER + 1, outcome="buffered")
+        if not waiting:
+            return None
+        slot = waiting[-1].slot  # newest first: the last is the oldest
+        run_id = await self._start(schedule, slot, previous_slot(parse_spec(schedule.spec), slot))
+        if not self._store.update_firing(schedule.id, slot, expected="buffered", outcome="started", run_id=run_id,
+                                         running=[run_id]):
+            await self._lost(schedule.id, {slot: run_id})
+            return False
+        schedule.running = [run_id]
+        running.append(run_id)
+        return True
+
+    async def _start(self, schedule: ScheduleRecord, slot: float, previous: float | None) -> str:
+        """Start (or attach to, whoever started it) the run of one slot; `previous`: the slot decided before."""
+        trigger = {"kind": "schedule", "schedule_id": schedule.id, "slot": describe_slot(_dt(slot)),
+                   "previous_slot": describe_slot(_dt(previous)) if previous is not None else None}
+        handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule.id, slot),
+                                       trigger=trigger)
+        return handle.run_id
+
+    async def _lost(self, schedule_id: str, started: dict[float, str]) -> None:
+        """Another process decided these slots first: a run it did not record is one only we started."""
+        recorded = {f.run_id for f in self._store.firings(schedule_id, limit=MAX_BUFFER)}
+        for run_id in started.values():
+            if run_id not in recorded:
+                await self._orc.cancel(run_id)
+
+    async def _pause_on_failure(self, schedule: ScheduleRecord, policy: SchedulePolicy, running: list[str]) -> bool:
+        if not policy.pause_on_failure or schedule.paused:
+            return False
+        for run_id in schedule.running:
+            record = self._orc.get_run(run_id)
+            if record is not None and record.status in ("failed", "timed_out", "over_budget"):
+                schedule.paused, schedule.note = True, f"paused after run {run_id} ended {record.status}"
+                self._store.save_schedule(schedule, if_revision=schedule.revision)
+                return True
+        return False
+
+    def _active(self, run_ids: list[str]) -> list[str]:
+        active = []
+        for run_id in run_ids:
+            record = self._orc.get_run(run_id)  # this process's own runs as they are, others' from the store
+            if record is None or record.status in ACTIVE:
+                active.append(run_id)  # not yet in the store (being created) counts as running
+        return active
+
+    def _jitter(self, spec: ScheduleSpec, schedule_id: str, slot: float) -> float:
+        if not spec.jitter_seconds:
+            return 0.0
+        following = slots_after(spec, _dt(slot), 1)
+        return jitter(spec, schedule_id, _dt(slot), following[0] if following else None)
+
+    def _next_wake(self, spec: ScheduleSpec, schedule: ScheduleRecord, after: float, now: float,
+                   running: list[str]) -> float:
+        following = slots_after(spec, _dt(max(after, now)), 1)
+        wake = now + IDLE_SECONDS
+        if following:
+            slot = following[0].timestamp()
+            wake = min(wake, slot + self._jitter(spec, schedule.id, slot))
+        if running and (schedule.counts.get("buffered") or parse_policy(schedule.policy).pause_on_failure):
+            wake = min(wake, now + BUSY_SECONDS)
+        return wake
