@@ -22,7 +22,8 @@ from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
 from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import BUILTINS, BuiltinCall, BuiltinTool, Reply, settle
+from ice_mcp.server.protocol.builtins import BUILTINS
+from ice_mcp.server.protocol.tool_table import BuiltinCall, BuiltinTool, Reply, settle
 from ice_mcp.settings import Settings
 from ice_mcp.store.events import Event
 from ice_mcp.tools.egress import allow_net_argument

@@ -13,8 +13,13 @@ from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import (
-    BY_NAME,
+from ice_mcp.server.protocol.builtins import BY_NAME
+from ice_mcp.server.protocol.catalogue import Catalogue, Entry
+from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result, run_result
+from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
+from ice_mcp.server.protocol.runs import Progress, RunLog
+from ice_mcp.server.protocol.tasks import TaskView
+from ice_mcp.server.protocol.tool_table import (
     BuiltinCall,
     BuiltinTool,
     Reply,
@@ -24,11 +29,6 @@ from ice_mcp.server.protocol.builtins import (
     settle,
     wait_for_network,
 )
-from ice_mcp.server.protocol.catalogue import Catalogue, Entry
-from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result, run_result
-from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
-from ice_mcp.server.protocol.runs import Progress, RunLog
-from ice_mcp.server.protocol.tasks import TaskView
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,11 @@ import mcp_types as types
 
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
-from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME, BuiltinTool
+from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME
 from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
 from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
 from ice_mcp.server.protocol.schema import flatten_schema
+from ice_mcp.server.protocol.tool_table import BuiltinTool
 from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"

@@ -1,4 +1,4 @@
-"""MCP resources: blueprint templates, docs, registered workflows, their diagrams, run records."""
+"""MCP resources: blueprint templates, docs, registered workflows, their diagrams, run records, schedules."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import mcp_types as types
 from mcp import MCPError
 
+from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.diagram import mermaid
@@ -43,9 +44,12 @@ TEMPLATES = resource_templates(
     ("workflow_diagram", "ice://workflows/{name}/diagram", "text/vnd.mermaid",
      "A registered workflow as a Mermaid flowchart."),
     ("run", "ice://runs/{run_id}", "application/json", "A run record: status, outputs, every node's state."),
+    ("schedule", "ice://schedules/{id}", "application/json",
+     "A schedule: spec, policy, state, next fires, recent firings and counts."),
 )
 
-_URI = re.compile(r"^ice://(blueprints|docs|workflows|runs)/([^/]+)(/diagram)?$")
+_URI = re.compile(r"^ice://(blueprints|docs|workflows|runs|schedules)/([^/]+)(/diagram)?$")
+SCHEDULES_URI = "ice://schedules"
 
 
 class Resources:
@@ -69,14 +73,20 @@ class Resources:
                                 title=f"Workflow {name}", description=bp.description))
             out.append(resource(f"workflow_{name}_diagram", f"ice://workflows/{name}/diagram", "text/vnd.mermaid",
                                 title=f"Workflow {name} (diagram)"))
+        if self._orc.store is not None:
+            out.append(resource("schedules", SCHEDULES_URI, "application/json", title="Schedules",
+                                description="Every schedule with its next fires, and when a server last fired them."))
         return out
 
     def read(self, uri: str) -> types.ReadResourceResult:
         match = _URI.match(uri)
-        if match is None:
+        if uri == SCHEDULES_URI and self._orc.store is not None:
+            text, mime = to_json(self._orc.schedules.list()), "application/json"
+        elif match is None:
             raise not_found(uri)
-        kind, name, diagram = match.groups()
-        text, mime = self._content(kind, name, bool(diagram), uri)
+        else:
+            kind, name, diagram = match.groups()
+            text, mime = self._content(kind, name, bool(diagram), uri)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
@@ -111,6 +121,11 @@ class Resources:
             if record is None:
                 raise missing
             return to_json(record.to_dict()), "application/json"
+        if kind == "schedules" and not diagram and self._orc.store is not None:
+            try:
+                return to_json(self._orc.schedules.get(name)), "application/json"
+            except IceError:
+                raise missing from None
         raise missing
 
     def complete(self, uri_template: str, argument: str, prefix: str) -> list[str]:
@@ -124,6 +139,8 @@ class Resources:
             candidates = sorted(self._orc.registry.workflows)
         elif uri_template.startswith("ice://runs/"):
             candidates = run_ids(self._orc)
+        elif uri_template.startswith("ice://schedules/") and self._orc.store is not None:
+            candidates = [schedule.id for schedule in self._orc.store.schedules()]
         return [c for c in candidates if c.startswith(prefix)]
 
 

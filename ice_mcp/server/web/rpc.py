@@ -13,9 +13,10 @@ from jsonrpcserver import Error, Result, Success, async_dispatch
 from ice_mcp.errors import ArgumentsInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.edges import lone_surrogate
-from ice_mcp.server.protocol.builtins import BUILTINS, MAX_WAIT_PARAM, BuiltinTool
+from ice_mcp.server.protocol.builtins import BUILTINS
 from ice_mcp.server.protocol.calls import ToolCalls
 from ice_mcp.server.protocol.runs import run_and_wait
+from ice_mcp.server.protocol.tool_table import MAX_WAIT_PARAM, BuiltinTool
 
 logger = logging.getLogger(__name__)
 
