@@ -146,7 +146,9 @@ class Orchestrator:
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
         and comes back when a server starts on the same data folder.
         """
-        return self._catalogue.register_blueprint(source, origin=origin, version=version)
+        blueprint = self._catalogue.register_blueprint(source, origin=origin, version=version)
+        self.schedules.declare(blueprint)  # its `schedules:`, checked (ScheduleInvalid) and kept in the store
+        return blueprint
 
     def remove_workflow(self, name: str) -> bool:
         """Unregister a workflow; one registered at run time is deleted from the store for good."""
@@ -158,7 +160,14 @@ class Orchestrator:
 
     def load_blueprints(self, folder: Path | str) -> list[ValidationIssue]:
         """Register every blueprint in a folder; returns the problems of those that failed."""
-        return self._catalogue.load_blueprints(folder)
+        problems = self._catalogue.load_blueprints(folder)
+        for entry in list(self.registry.workflows.values()):
+            if entry.source != "runtime" and Path(entry.source).parent == Path(folder):
+                try:
+                    self.schedules.declare(entry.blueprint)
+                except IceError as exc:
+                    problems.append(ValidationIssue(code=exc.code, message=f"{entry.name}: schedules: {exc.message}"))
+        return problems
 
     # -- runs ---------------------------------------------------------------
 
@@ -393,7 +402,13 @@ class Orchestrator:
             return [event.to_dict() for event in handle.events.events]
         return self.store.events(run_id) if self.store is not None else []
 
-    def list_runs(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50,
+                  schedule_id: str | None = None) -> list[RunRecord]:
+        """Recent runs, newest first; `schedule_id`: the runs that schedule started (raises unknown_schedule)."""
+        if schedule_id is not None:
+            found = [self.get_run(run_id) for run_id in self.schedules.run_ids(schedule_id)]
+            return [r for r in found if r is not None and (status is None or r.status == status)
+                    and (workflow is None or r.workflow == workflow)][:limit]
         if self.store is not None:
             stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit)}
         else:

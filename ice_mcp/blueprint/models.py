@@ -230,6 +230,15 @@ NODE_MODELS: dict[str, type[NodeBase]] = {
 }
 
 
+class DeclaredSchedule(_Model):
+    """A schedule a blueprint brings: created or updated (by its stable id) when a server registers it."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
+    spec: dict[str, Any]
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+
+
 class Blueprint(_Model):
     schema_version: Literal["1"] = "1"
     name: Annotated[str, Field(pattern=WORKFLOW_NAME)]
@@ -244,6 +253,7 @@ class Blueprint(_Model):
     execution: Literal["auto", "task"] = "auto"
     nodes: list[NodeSpec] = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    schedules: list[DeclaredSchedule] = Field(default_factory=list)  # the workflow runs on its own
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_defaults=True, exclude_none=True)

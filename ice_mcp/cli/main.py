@@ -105,6 +105,7 @@ def _network_arguments(network_run: argparse.ArgumentParser) -> None:
 def _list_arguments(runs_list: argparse.ArgumentParser) -> None:
     runs_list.add_argument("--status")
     runs_list.add_argument("--workflow")
+    runs_list.add_argument("--schedule-id", help="the runs this schedule started")
     runs_list.add_argument("--limit", type=int, default=20)
 
 
@@ -388,9 +389,11 @@ def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse
 
 
 def _list_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
-    for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit):
+    for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit,
+                                         schedule_id=args.schedule_id):
         data = record.to_dict()
-        print(f"{record.run_id}  {data['started_at']}  {record.status:<11} {record.workflow}")
+        slot = f"  slot {record.trigger['slot']}" if record.trigger and record.trigger.get("slot") else ""
+        print(f"{record.run_id}  {data['started_at']}  {record.status:<11} {record.workflow}{slot}")
     return 0
 
 

@@ -6,6 +6,7 @@ The run store is the source of truth (every process on it sees the same schedule
 
 from __future__ import annotations
 
+import builtins
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from ice_mcp.schedules.timing import (
 from ice_mcp.store.schedules import Firing, ScheduleRecord
 
 if TYPE_CHECKING:
+    from ice_mcp.blueprint.models import Blueprint
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
@@ -103,6 +105,11 @@ class Schedules:
         self._schedule(schedule_id)
         return {"firings": [self._firing(f) for f in self.store.firings(schedule_id, limit=limit, outcome=outcome)]}
 
+    def run_ids(self, schedule_id: str) -> builtins.list[str]:
+        """The runs a schedule started, newest slot first (from its firings)."""
+        self._schedule(schedule_id)
+        return [f.run_id for f in self.store.firings(schedule_id, limit=1000) if f.run_id]
+
     # -- changing ---------------------------------------------------------------------------------
 
     def create(self, *, workflow: str | None = None, network: str | None = None, inputs: Mapping[str, Any] | None,
@@ -129,6 +136,27 @@ class Schedules:
         saved = self.store.save_schedule(record)
         self._poke()
         return self._summary(saved, parsed, 3)
+
+    def declare(self, blueprint: Blueprint) -> builtins.list[str]:
+        """Keep the schedules a blueprint declares (`schedules:`), by their stable ids, and delete those it no
+        longer declares; unchanged ones are left as they are. Needs a run store (without one: nothing)."""
+        if self._orc.store is None:
+            return []
+        declared = {s.id: s for s in self.store.schedules(target=blueprint.name) if s.origin == "declared"}
+        kept: builtins.list[str] = []
+        for index, wanted in enumerate(blueprint.schedules):
+            schedule_id = wanted.id or (blueprint.name if index == 0 else f"{blueprint.name}.{index + 1}")
+            current = declared.pop(schedule_id, None)
+            spec, policy, inputs = self._checked(blueprint.name, wanted.inputs, wanted.spec, wanted.policy,
+                                                 schedule_id)
+            if current is None or (current.spec, current.policy, current.inputs) != (
+                    spec.model_dump(mode="json", exclude_none=True), policy, inputs):
+                self.create(workflow=blueprint.name, inputs=wanted.inputs, spec=wanted.spec, policy=wanted.policy,
+                            schedule_id=schedule_id, origin="declared", replace=True)
+            kept.append(schedule_id)
+        for gone in declared:
+            self.store.delete_schedule(gone)
+        return kept
 
     def update(self, schedule_id: str, *, spec: Mapping[str, Any] | None = None,
                policy: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None,

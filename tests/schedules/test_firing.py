@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -283,3 +284,28 @@ async def test_bad_input_is_refused_with_every_problem_and_nothing_kept(orc: Orc
         orc.schedules.update("r", spec={"every_seconds": 10}, if_revision=7)
     assert stale.value.code == "stale_revision"
     assert orc.schedules.get("r")["spec"]["every_seconds"] == 5
+
+
+async def test_a_blueprint_declares_its_schedules_by_stable_ids(orc: Orchestrator, seen: list[dict[str, Any]],
+                                                                tmp_path: Any) -> None:
+    declared = {"name": "morning", "nodes": [{"id": "r", "type": "tool", "tool_name": "record", "tool_args": {
+        "kind": "{{ trigger.kind }}", "slot": "{{ trigger.slot }}", "previous": "{{ trigger.previous_slot }}"}}],
+        "schedules": [{"spec": {"cron": "0 9 * * *", "timezone": "Europe/Paris"}},
+                      {"id": "weekends", "spec": {"cron": "0 10 * * SAT,SUN"}, "policy": {"overlap": "allow_all"}}]}
+    orc.register_blueprint(declared)
+    kept = {s.id: s for s in store(orc).schedules(target="morning")}
+    assert set(kept) == {"morning", "weekends"} and {s.origin for s in kept.values()} == {"declared"}
+    assert kept["weekends"].policy["overlap"] == "allow_all"
+    orc.register_blueprint(declared)  # the same again (every server start): nothing changes
+    assert store(orc).schedule("morning").revision == 1  # type: ignore[union-attr]
+    changed = {**declared, "schedules": [{"spec": {"cron": "30 9 * * *", "timezone": "Europe/Paris"}}]}
+    orc.register_blueprint(changed)
+    assert store(orc).schedule("morning").revision == 2  # type: ignore[union-attr]
+    assert store(orc).schedule("weekends") is None  # no longer declared: gone
+    folder = tmp_path / "declared"
+    folder.mkdir()
+    broken = {**declared, "name": "broken", "schedules": [{"spec": {"cron": "0 25 * * *"}}]}
+    (folder / "broken.json").write_text(json.dumps(broken))
+    problems = orc.load_blueprints(folder)
+    assert [p.code for p in problems] == ["invalid_schedule"] and "broken" in problems[0].message
+    assert store(orc).schedules(target="broken") == []

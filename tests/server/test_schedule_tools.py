@@ -68,6 +68,8 @@ async def test_the_tools_over_mcp_from_preview_to_delete(orc: Orchestrator) -> N
         assert record.outputs == {"e": {"value": "sales schedule"}}
         assert record.trigger is not None and record.trigger["schedule_id"] == "weekly"
 
+        runs = structured(await client.call_tool("run_list", {"schedule_id": "weekly"}))["runs"]
+        assert [(r["run_id"], r["trigger"]["schedule_id"]) for r in runs] == [(fired["run_id"], "weekly")]
         history = structured(await client.call_tool("schedule_history", {"id": "weekly"}))
         assert [(f["outcome"], f["run_id"]) for f in history["firings"]] == [("started", fired["run_id"])]
 

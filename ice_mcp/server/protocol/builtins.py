@@ -97,7 +97,7 @@ async def run_respond(call: BuiltinCall) -> Answer:
 async def run_list(call: BuiltinCall) -> Answer:
     args = call.args
     runs = call.orc.list_runs(status=args.get("status"), workflow=args.get("workflow"),
-                              limit=int(args.get("limit") or 50))
+                              limit=int(args.get("limit") or 50), schedule_id=args.get("schedule_id"))
     return Reply({"runs": [run.summary() for run in runs]})
 
 
@@ -180,8 +180,10 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         Hints(read_only=True, destructive=False, idempotent=False, open_world=False),
         run_respond, scope="run", rpc="run.respond"),
     BuiltinTool(
-        "run_list", "Recent runs, newest first, optionally filtered by workflow and status.",
+        "run_list", "Recent runs, newest first, optionally filtered by workflow, status and the schedule that "
+        "started them.",
         obj_schema({"workflow": {"type": "string"}, "status": {"type": "string", "enum": RUN_STATUSES},
+                    "schedule_id": {"type": "string"},
               "limit": {"type": "integer", "minimum": 1, "maximum": 500}}),
         READ_ONLY, run_list, rpc="run.list", cli=("runs", "list")),
     BuiltinTool(
