@@ -1,6 +1,6 @@
 """Schedules across real processes: three `ice-mcp serve --http` on one store (Redis, then one data folder)
 fire a 1-second schedule's 60 slots exactly once each while one of them is SIGKILLed at slot 30 and started
-again at slot 45."""
+again at slot 45; and the same with `--engine temporal`, two workers running the runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 from live import ServerProcess
+from mcp_helpers import subprocess_env
+
+from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
 
 SLOTS = 60
 
@@ -22,7 +25,7 @@ def wait_until(moment: float) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+@pytest.mark.parametrize("kind", ["redis", "sqlite", "temporal"])
 def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_path: Path,
                                                               request: pytest.FixtureRequest) -> None:
     marks = tmp_path / "marks.txt"
@@ -31,9 +34,23 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
     folder.mkdir()
     (folder / "tick.json").write_text(json.dumps({"name": "tick", "nodes": [
         {"id": "mark", "type": "tool", "tool_name": "mark", "tool_args": {"label": "{{ trigger.slot }}"}}]}))
-    store = (["--state", str(request.getfixturevalue("redis_url"))] if kind == "redis"
-             else ["--data-dir", str(tmp_path / "data")])
+    store = (["--data-dir", str(tmp_path / "data")] if kind == "sqlite"
+             else ["--state", str(request.getfixturevalue("redis_url"))])
     env = {"ICE_TEST_MARKS": str(marks), "ICE_MCP_LEASE_SECONDS": "5"}
+    others: list[Child | TemporalDevServer] = []  # on Temporal: the dev server and two workers run the runs
+    if kind == "temporal":
+        temporal = TemporalDevServer(tmp_path / "temporal", persist=False)
+        others.append(temporal)
+        temporal.start()
+        store += ["--engine", "temporal", "--temporal", temporal.address]
+        for number in range(2):
+            workspace = tmp_path / f"worker{number}"
+            workspace.mkdir()
+            worker = Child(f"worker {number}", ice_mcp_argv("worker", "--temporal", temporal.address, *store[:2],
+                                                            "--tools", "durable_tools"),
+                           workspace / "worker.log", {**subprocess_env(workspace), **env})
+            others.append(worker)
+            worker.start()
     servers = []
     for number in range(3):
         workspace = tmp_path / f"server{number}"
@@ -61,6 +78,8 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
     finally:
         for server in servers:
             server.stop()
+        for other in reversed(others):
+            other.stop()
     started = [f for f in history if f["outcome"] == "started"]
     assert len(started) == SLOTS, [(f["slot"], f["outcome"]) for f in history if f["outcome"] != "started"]
     assert len({f["run_id"] for f in started}) == SLOTS
