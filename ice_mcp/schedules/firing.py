@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
 IDLE_SECONDS = 30.0  # with nothing due sooner, look again (schedules another process created or changed)
 BUSY_SECONDS = 0.5  # while a buffered slot waits for a run to end
+RETRY_SECONDS = 5.0  # after a failed tick (the store away)
 MAX_BUFFER = 1000  # buffer_all keeps at most this many slots waiting
 MAX_DUE = 100_000  # slots looked at in one tick (a 1 s schedule down for a day is 86,400)
 
@@ -104,7 +105,10 @@ class FiringLoop:
                 wake_at = await self.tick()
             except IceError as exc:  # the store is away: try again soon, say so once a tick
                 logger.warning("schedules: %s", exc.message)
-                wake_at = self._clock() + 5.0
+                wake_at = self._clock() + RETRY_SECONDS
+            except Exception:  # a bug must not stop every schedule of this server for good
+                logger.exception("schedules: the firing loop failed; it goes on")
+                wake_at = self._clock() + RETRY_SECONDS
             delay = max(0.0, wake_at - self._clock())
             self._wake.clear()
             if self._sleep is not None:
@@ -121,8 +125,10 @@ class FiringLoop:
         for schedule in self._store.schedules():
             try:
                 wake_at = min(wake_at, await self.fire(schedule, now))
-            except IceError as exc:
+            except IceError as exc:  # its workflow is gone, its inputs no longer fit...: the others go on
                 logger.warning("schedule %s: %s", schedule.id, exc.message)
+            except Exception:
+                logger.exception("schedule %s: firing failed", schedule.id)
         return wake_at
 
     async def fire(self, schedule: ScheduleRecord, now: float) -> float:
