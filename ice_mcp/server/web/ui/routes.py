@@ -23,6 +23,7 @@ from ice_mcp.errors import IceError
 from ice_mcp.server.access import bearer_token, caller_id, same_secret
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
+from ice_mcp.server.web.ui.schedules import schedule_api
 from ice_mcp.server.web.ui.views import (
     STREAMED,
     json_text,
@@ -35,7 +36,8 @@ from ice_mcp.server.web.ui.views import (
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-ASSETS = {"app.js": "text/javascript", "dag.js": "text/javascript", "app.css": "text/css"}
+ASSETS = {"app.js": "text/javascript", "dag.js": "text/javascript", "schedules.js": "text/javascript",
+          "app.css": "text/css"}
 SECURITY_HEADERS = {
     # Every asset is ours: nothing inline, nothing from elsewhere, never framed.
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -466,6 +468,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         ("/ui/api/workflows", workflows, "GET"),
         ("/ui/api/workflows/{name}", workflow, "GET"),
         ("/ui/api/workflows/{name}/start", start, "POST"),
+        *((path, _answering(handler), "GET") for path, handler in schedule_api(orc, UiError)),
     ]
     return [
         Route("/ui", guarded(index), methods=["GET"]),
@@ -473,6 +476,13 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         Route("/ui/static/{name}", guarded(asset), methods=["GET"]),
         *(Route(path, guarded(handler, post=method == "POST"), methods=[method]) for path, handler, method in api),
     ]
+
+
+def _answering(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        return _json(await handler(request))
+
+    return endpoint
 
 
 def _stream(source: AsyncIterator[bytes]) -> StreamingResponse:

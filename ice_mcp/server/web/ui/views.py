@@ -74,7 +74,22 @@ def run_summary(record: Any) -> dict[str, Any]:
         "tokens": record.usage.total,
         "error": short_error(record.error),
         "retry_of": record.retry_of,
+        "trigger": run_trigger(getattr(record, "trigger", None)),
     }
+
+
+def run_trigger(trigger: Any) -> dict[str, Any] | None:
+    """What started a run, as the page links it: a schedule's id and slot (None: a call)."""
+    if not isinstance(trigger, Mapping) or trigger.get("kind") in (None, "call"):
+        return None
+    shown: dict[str, Any] = {"kind": str(trigger["kind"])}
+    for key in ("schedule_id", "slot", "previous_slot"):
+        if trigger.get(key) is not None:
+            shown[key] = _short(trigger[key], 200)
+    for key in ("manual", "backfill"):
+        if trigger.get(key):
+            shown[key] = True
+    return shown
 
 
 def run_detail(record: Any) -> dict[str, Any]:

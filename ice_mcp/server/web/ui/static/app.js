@@ -1,6 +1,7 @@
-// The run view: runs list, one run's live graph and node details, the workflow catalogue.
+// The run view: runs list, one run's live graph and node details, the workflow catalogue, the schedules.
 // Every text from the server goes into the page as text (textContent), never as HTML.
 import { DagView } from './dag.js';
+import { makeSchedules } from './schedules.js';
 
 const TOKEN_KEY = 'ice_mcp.token';
 const STATUSES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'over_budget', 'input_required'];
@@ -134,6 +135,8 @@ function pre(text, cls) {
   return h('pre', { class: cls || 'value' }, text);
 }
 
+const schedules = makeSchedules({ h, fill, api, errorBox, pre, badge });
+
 // -- token and session ------------------------------------------------------------------------
 
 const dialog = document.getElementById('token-dialog');
@@ -179,6 +182,8 @@ function route() {
   if (parts[0] === 'runs' && parts[1]) runView(parts[1], controller.signal);
   else if (parts[0] === 'workflows' && parts[1]) workflowView(parts[1], controller.signal);
   else if (parts[0] === 'workflows') workflowsView(controller.signal);
+  else if (parts[0] === 'schedules' && parts[1]) schedules.detailView(main, parts[1], controller.signal);
+  else if (parts[0] === 'schedules') schedules.listView(main, new URLSearchParams(query || ''), controller.signal);
   else runsView(new URLSearchParams(query || ''), controller.signal);
 }
 
@@ -214,7 +219,8 @@ async function runsView(query, signal) {
     const sorted = [...rows.values()].sort((a, b) => (b.started_at || 0) - (a.started_at || 0));
     fill(tbody, ...sorted.map((run) => h('tr', { dataset: { run: run.run_id, status: run.status }, onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.run_id)}`; } },
       h('td', {}, badge(run.status)),
-      h('td', {}, run.workflow, run.version ? h('span', { class: 'muted' }, ` v${run.version}`) : null),
+      h('td', {}, run.workflow, run.version ? h('span', { class: 'muted' }, ` v${run.version}`) : null,
+        run.trigger ? h('div', { class: 'trigger-line' }, schedules.triggerLink(run.trigger, { stop: true })) : null),
       h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(run.run_id)}`, class: 'mono' }, run.run_id.slice(0, 12)),
         run.retry_of ? h('span', { class: 'muted' }, ' retry') : null),
       h('td', {}, fmtTime(run.started_at)),
@@ -320,6 +326,7 @@ async function runView(runId, signal) {
       h('span', { id: 'run-status' }, badge(run.status)),
       h('code', { class: 'mono', title: 'run id' }, run.run_id),
       run.retry_of ? h('a', { href: `#/runs/${encodeURIComponent(run.retry_of)}`, class: 'muted' }, `retry of ${run.retry_of.slice(0, 12)}`) : null,
+      schedules.triggerLink(run.trigger),
       h('span', { class: 'facts' },
         h('span', {}, `started ${fmtTime(run.started_at)}`),
         h('span', { id: 'run-duration' }, fmtDuration(elapsed(run))),
