@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
 IDLE_SECONDS = 30.0  # with nothing due sooner, look again (schedules another process created or changed)
 BUSY_SECONDS = 0.5  # while a buffered slot waits for a run to end
+MAX_SKEW_SECONDS = 1.0  # more between this machine's clock and the store's is worth a warning
 RETRY_SECONDS = 5.0  # after a failed tick (the store away)
 MAX_BUFFER = 1000  # buffer_all keeps at most this many slots waiting
 MAX_DUE = 100_000  # slots looked at in one tick (a 1 s schedule down for a day is 86,400)
@@ -83,6 +85,7 @@ class FiringLoop:
         self._sleep = sleep
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._skew_told = False
 
     def start(self) -> None:
         if self._task is None:
@@ -121,6 +124,10 @@ class FiringLoop:
         """Decide every due slot of every schedule now; returns when to look again (store clock seconds)."""
         now = self._clock()
         self._store.note_scheduler(now)
+        if abs(now - time.time()) > MAX_SKEW_SECONDS and not self._skew_told:
+            self._skew_told = True  # slots follow the store's clock; this machine's is off, which logs mislead
+            logger.warning("schedules: this machine's clock is %.1f s off the run store's; slots follow the store's",
+                           time.time() - now)
         wake_at = now + IDLE_SECONDS
         for schedule in self._store.schedules():
             try:

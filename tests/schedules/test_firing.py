@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -309,3 +310,14 @@ async def test_a_blueprint_declares_its_schedules_by_stable_ids(orc: Orchestrato
     problems = orc.load_blueprints(folder)
     assert [p.code for p in problems] == ["invalid_schedule"] and "broken" in problems[0].message
     assert store(orc).schedules(target="broken") == []
+
+
+async def test_a_machine_clock_off_the_stores_is_told_once(orc: Orchestrator, seen: list[dict[str, Any]],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock(time.time() + 30)  # the store's clock 30 s ahead of this machine's
+    loop = loop_at(orc, clock)
+    with caplog.at_level("WARNING", logger="ice_mcp.schedules.firing"):
+        await loop.tick()
+        await loop.tick()
+    told = [r.getMessage() for r in caplog.records if "clock" in r.getMessage()]
+    assert len(told) == 1 and "30" in told[0]
