@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,7 @@ class FiringLoop:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._skew_told = False
+        self._tick_began = time.monotonic()
 
     def start(self) -> None:
         if self._task is None:
@@ -129,7 +131,12 @@ class FiringLoop:
             logger.warning("schedules: this machine's clock is %.1f s off the run store's; slots follow the store's",
                            time.time() - now)
         wake_at = now + IDLE_SECONDS
-        for schedule in self._store.schedules():
+        self._tick_began = time.monotonic()
+        schedules = self._store.schedules()
+        if schedules:  # each process starts at its own place in the list: replicas race less for one schedule
+            turn = int(hashlib.sha256(self._orc.owner.owner_id.encode()).hexdigest(), 16) % len(schedules)
+            schedules = schedules[turn:] + schedules[:turn]
+        for schedule in schedules:
             try:
                 wake_at = min(wake_at, await self.fire(schedule, now))
             except IceError as exc:  # its workflow is gone, its inputs no longer fit...: the others go on
@@ -140,6 +147,11 @@ class FiringLoop:
 
     async def fire(self, schedule: ScheduleRecord, now: float) -> float:
         """Decide `schedule`'s due slots as of `now`, retrying when another process decided first."""
+        if self._has_work(schedule, now):  # read it again: another process may have decided it since the list
+            fresh = self._store.schedule(schedule.id)
+            if fresh is None:
+                return now + IDLE_SECONDS
+            schedule = fresh
         for _ in range(5):
             result = await self._fire_once(schedule, now)
             if result is not None:
@@ -149,6 +161,14 @@ class FiringLoop:
                 return now + IDLE_SECONDS
             schedule = fresh
         return now + BUSY_SECONDS
+
+    def _has_work(self, schedule: ScheduleRecord, now: float) -> bool:
+        if schedule.paused:
+            return False
+        if schedule.counts.get("buffered") or (schedule.running and schedule.policy.get("pause_on_failure")):
+            return True
+        after = schedule.cursor if schedule.cursor is not None else schedule.created_at
+        return bool(slots_between(parse_spec(schedule.spec), _dt(after), _dt(now), 1))
 
     async def _fire_once(self, schedule: ScheduleRecord, now: float) -> float | None:
         spec, policy = parse_spec(schedule.spec), parse_policy(schedule.policy)
@@ -170,8 +190,11 @@ class FiringLoop:
         started: dict[float, str] = {}
         for slot in decision.starts:
             started[slot] = await self._start(schedule, slot, previous_slot(spec, slot))
+        fired_at = now + (time.monotonic() - self._tick_began)  # when its run started, on the store's clock
         for firing in decision.firings:
             firing.run_id = started.get(firing.slot, firing.run_id)
+            if firing.slot in started:
+                firing.fired_at = fired_at
         keep = [r for r in running if r not in decision.cancel] + list(started.values())
         if not self._store.advance(schedule.id, schedule.cursor, due[-1], decision.firings, running=keep):
             await self._lost(schedule.id, started)
@@ -200,13 +223,15 @@ class FiringLoop:
             decision.firings.append(Firing(schedule.id, missed[-1], "missed", fired_at=now, replica=me,
                                            count=len(missed)))
         active = list(running)
-        buffered = self._buffered_count(schedule.id)
+        buffered: int | None = None  # read from the store only when a slot may wait
         for slot in [*chosen, *on_time]:
             outcome: Outcome = "started"
             if active and policy.overlap == "skip":
                 outcome = "skipped_overlap"
             elif active and policy.overlap in ("buffer_one", "buffer_all", "cancel_other"):
                 limit = 1 if policy.overlap != "buffer_all" else MAX_BUFFER
+                if buffered is None:
+                    buffered = self._buffered_count(schedule.id)
                 outcome = "buffered" if buffered < limit else "buffer_dropped"
                 buffered += outcome == "buffered"
                 if policy.overlap == "cancel_other":
@@ -270,9 +295,11 @@ class FiringLoop:
     def _active(self, run_ids: list[str]) -> list[str]:
         active = []
         for run_id in run_ids:
-            record = self._orc.get_run(run_id)  # this process's own runs as they are, others' from the store
-            if record is None or record.status in ACTIVE:
-                active.append(run_id)  # not yet in the store (being created) counts as running
+            # Ended if either says so: this process's copy (its own run ends before the store hears) or the
+            # store's (a copy of another process's run may lag behind it); unknown to both: being created.
+            here, stored = self._orc.get_run(run_id), self._store.get(run_id)
+            if not any(record is not None and record.status not in ACTIVE for record in (here, stored)):
+                active.append(run_id)
         return active
 
     def _jitter(self, spec: ScheduleSpec, schedule_id: str, slot: float) -> float:
