@@ -143,6 +143,7 @@ class FiringLoop:
                 logger.warning("schedule %s: %s", schedule.id, exc.message)
             except Exception:
                 logger.exception("schedule %s: firing failed", schedule.id)
+            await asyncio.sleep(0)  # the store calls block: let requests in between schedules, not after all
         return wake_at
 
     async def fire(self, schedule: ScheduleRecord, now: float) -> float:
