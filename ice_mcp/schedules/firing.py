@@ -207,7 +207,12 @@ class FiringLoop:
         decision = Decision()
         me = self._orc.owner.owner_id
         following = slots_after(spec, _dt(due[-1]), 1)
-        nexts = [*due[1:], following[0].timestamp() if following else due[-1] + ON_TIME_SECONDS * 2]
+        if following:
+            last_gap = following[0].timestamp() - due[-1]
+        else:  # the schedule has ended: the gap before its last slot stands for the one after it
+            before = due[-2] if len(due) > 1 else previous_slot(spec, due[-1])
+            last_gap = due[-1] - before if before is not None else ON_TIME_SECONDS * 2
+        nexts = [*due[1:], due[-1] + last_gap]
         # On time: found within a few seconds of its time, and within half the gap to the next slot.
         on_time = [s for s, n in zip(due, nexts, strict=True)
                    if now - (s + self._jitter(spec, schedule.id, s)) <= min(ON_TIME_SECONDS, (n - s) / 2)]
