@@ -134,7 +134,7 @@ class Schedules:
         if existing is None:
             record.cursor = self._start_cursor(parsed)
         saved = self.store.save_schedule(record)
-        self._poke()
+        self._poke(saved, parsed)
         return self._summary(saved, parsed, 3)
 
     def declare(self, blueprint: Blueprint) -> builtins.list[str]:
@@ -168,7 +168,7 @@ class Schedules:
         schedule.spec = parsed.model_dump(mode="json", exclude_none=True)
         schedule.policy, schedule.inputs = policy_doc, prepared
         saved = self.store.save_schedule(schedule, if_revision=schedule.revision if if_revision is None else if_revision)
-        self._poke()
+        self._poke(saved, parsed)
         return self._summary(saved, parsed, 3)
 
     def pause(self, schedule_id: str, note: str | None = None) -> dict[str, Any]:
@@ -193,7 +193,7 @@ class Schedules:
         schedule = self._schedule(schedule_id)
         schedule.paused, schedule.note = False, None
         saved = self.store.save_schedule(schedule)
-        self._poke()
+        self._poke(saved, spec)
         return self._summary(saved, spec, 3)
 
     async def trigger(self, schedule_id: str) -> dict[str, Any]:
@@ -304,7 +304,12 @@ class Schedules:
         return {"slot": _iso(firing.slot), "outcome": firing.outcome, "run_id": firing.run_id,
                 "fired_at": _iso(firing.fired_at), "replica": firing.replica, "count": firing.count}
 
-    def _poke(self) -> None:
+    def _poke(self, schedule: ScheduleRecord, spec: ScheduleSpec) -> None:
+        """Wake this process's loop only if the schedule's next slot comes before it would look anyway (a
+        burst of creates must not walk every schedule once per create)."""
         if self.loop is not None:
-            self.loop.poke()
+            after = schedule.cursor if schedule.cursor is not None else schedule.created_at
+            following = slots_after(spec, datetime.fromtimestamp(after, UTC), 1)
+            if following:
+                self.loop.poke(following[0].timestamp() + spec.jitter_seconds)
 

@@ -87,6 +87,7 @@ class FiringLoop:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._skew_told = False
+        self._planned = 0.0  # when the loop means to look again (store clock); a poke before that wakes it
         self._tick_began = time.monotonic()
 
     def start(self) -> None:
@@ -100,9 +101,10 @@ class FiringLoop:
                 await self._task
             self._task = None
 
-    def poke(self) -> None:
-        """A schedule changed here: look again now instead of at the next planned wake."""
-        self._wake.set()
+    def poke(self, at: float | None = None) -> None:
+        """A schedule changed here: look again now if its next slot (`at`) comes before the planned wake."""
+        if at is None or at < self._planned:
+            self._wake.set()
 
     async def _run(self) -> None:
         while True:
@@ -114,6 +116,7 @@ class FiringLoop:
             except Exception:  # a bug must not stop every schedule of this server for good
                 logger.exception("schedules: the firing loop failed; it goes on")
                 wake_at = self._clock() + RETRY_SECONDS
+            self._planned = wake_at
             delay = max(0.0, wake_at - self._clock())
             self._wake.clear()
             if self._sleep is not None:
