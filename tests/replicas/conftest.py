@@ -1,5 +1,6 @@
 """A real redis-server on a free loopback port for the replica tests (one per session), a fresh key
-prefix per test, and tests/server on sys.path for the live-server helpers."""
+prefix per test, tests/server on sys.path for the live-server helpers, and both run stores (SQLite, Redis) for the
+store contract tests."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ if str(SERVER_TESTS) not in sys.path:
     sys.path.insert(0, str(SERVER_TESTS))
 
 from ice_mcp.server.cluster import RedisProcess  # noqa: E402
+from ice_mcp.store.base import RunStorage  # noqa: E402
+from ice_mcp.store.sqlite import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +44,29 @@ def redis_url(redis_server: RedisProcess) -> str:
     client.flushdb()
     client.close()
     return url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """The run-store contract tests run on both stores."""
+    return str(request.param)
+
+
+@pytest.fixture
+def url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return f"sqlite://{tmp_path / 'runs.sqlite3'}" if kind == "sqlite" else str(request.getfixturevalue("redis_url"))
+
+
+@pytest.fixture
+def store(url: str, tmp_path: Path) -> Iterator[RunStorage]:
+    opened = open_store(url, tmp_path)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def other(url: str, tmp_path: Path) -> Iterator[RunStorage]:
+    """A second connection to the same store, as another process would open it."""
+    opened = open_store(url, tmp_path)
+    yield opened
+    opened.close()

@@ -6,41 +6,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ice_mcp.store.base import RunStorage
 from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord, StaleRevision
-from ice_mcp.store.sqlite import RunStore, open_store
+from ice_mcp.store.sqlite import RunStore
 
 SLOT = 1_767_225_600.25  # 2026-01-01T00:00:00.25Z: not a round number of seconds
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    return f"sqlite://{tmp_path / 'runs.sqlite3'}" if kind == "sqlite" else str(request.getfixturevalue("redis_url"))
-
-
-@pytest.fixture
-def store(url: str, tmp_path: Path) -> Iterator[RunStorage]:
-    opened = open_store(url, tmp_path)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def other(url: str, tmp_path: Path) -> Iterator[RunStorage]:
-    """A second connection to the same store, as another process would open it."""
-    opened = open_store(url, tmp_path)
-    yield opened
-    opened.close()
 
 
 def definition(schedule_id: str = "nightly", target: str = "report", **changes: object) -> ScheduleRecord:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,31 +17,6 @@ from ice_mcp.store.events import EventLog
 from ice_mcp.store.records import RunRecord
 from ice_mcp.store.redis import RedisRunStore, redact
 from ice_mcp.store.sqlite import RunStore, open_store
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    return f"sqlite://{tmp_path / 'runs.sqlite3'}" if kind == "sqlite" else str(request.getfixturevalue("redis_url"))
-
-
-@pytest.fixture
-def store(url: str, tmp_path: Path) -> Iterator[RunStorage]:
-    opened = open_store(url, tmp_path)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def other(url: str, tmp_path: Path) -> Iterator[RunStorage]:
-    """A second connection to the same store, as another process would open it."""
-    opened = open_store(url, tmp_path)
-    yield opened
-    opened.close()
 
 
 def record(run_id: str, workflow: str = "w", status: str = "running", started: float = 1_700_000_000.0) -> RunRecord:

@@ -142,24 +142,36 @@ async def test_catch_up_after_every_server_was_down_for_ten_slots(orc: Orchestra
     assert orc.schedules.get("c")["counts"].get("missed") == missed
 
 
-async def test_skip_never_runs_two_at_once_and_records_the_skipped_slots(orc: Orchestrator,
-                                                                         seen: list[dict[str, Any]]) -> None:
+START = ts("2026-11-26T00:00:00Z")
+
+
+async def three_held_slots(orc: Orchestrator, schedule_id: str, overlap: str) -> tuple[FiringLoop, Clock]:
+    """A 1 s schedule whose runs hold until released, ticked through slots 1, 2 and 3."""
     register(orc, hold=True)
     SEEN_GATE[0].clear()
-    start = ts("2026-11-26T00:00:00Z")
-    clock = Clock(start)
+    clock = Clock(START)
     loop = loop_at(orc, clock)
-    orc.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 1}, schedule_id="k")
+    orc.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 1}, policy={"overlap": overlap},
+                         schedule_id=schedule_id)
     for step in range(1, 4):
-        clock.now = start + step + 0.1
+        clock.now = START + step + 0.1
         await loop.tick()
         await asyncio.sleep(0.05)
-    outcomes = [(f.slot - start, f.outcome) for f in reversed(store(orc).firings("k", limit=10))]
-    assert outcomes == [(1.0, "started"), (2.0, "skipped_overlap"), (3.0, "skipped_overlap")]
+    return loop, clock
+
+
+def outcomes(orc: Orchestrator, schedule_id: str) -> list[tuple[float, str]]:
+    return [(f.slot - START, f.outcome) for f in reversed(store(orc).firings(schedule_id, limit=10))]
+
+
+async def test_skip_never_runs_two_at_once_and_records_the_skipped_slots(orc: Orchestrator,
+                                                                         seen: list[dict[str, Any]]) -> None:
+    loop, clock = await three_held_slots(orc, "k", "skip")
+    assert outcomes(orc, "k") == [(1.0, "started"), (2.0, "skipped_overlap"), (3.0, "skipped_overlap")]
     assert len(seen) == 1
     SEEN_GATE[0].set()
     await settle(orc)
-    clock.now = start + 4.1
+    clock.now = START + 4.1
     await loop.tick()
     await settle(orc)
     assert [f.outcome for f in store(orc).firings("k", limit=1)] == ["started"]
@@ -167,36 +179,15 @@ async def test_skip_never_runs_two_at_once_and_records_the_skipped_slots(orc: Or
 
 
 async def test_allow_all_overlaps(orc: Orchestrator, seen: list[dict[str, Any]]) -> None:
-    register(orc, hold=True)
-    SEEN_GATE[0].clear()
-    start = ts("2026-11-26T00:00:00Z")
-    clock = Clock(start)
-    loop = loop_at(orc, clock)
-    orc.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 1}, policy={"overlap": "allow_all"},
-                         schedule_id="a")
-    for step in range(1, 4):
-        clock.now = start + step + 0.1
-        await loop.tick()
-        await asyncio.sleep(0.05)
+    await three_held_slots(orc, "a", "allow_all")
     assert len(seen) == 3  # three runs at once, all still held
     assert len(store(orc).schedule("a").running) == 3  # type: ignore[union-attr]
     SEEN_GATE[0].set()
 
 
 async def test_buffer_one_keeps_one_slot_and_drops_the_rest(orc: Orchestrator, seen: list[dict[str, Any]]) -> None:
-    register(orc, hold=True)
-    SEEN_GATE[0].clear()
-    start = ts("2026-11-26T00:00:00Z")
-    clock = Clock(start)
-    loop = loop_at(orc, clock)
-    orc.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 1}, policy={"overlap": "buffer_one"},
-                         schedule_id="b")
-    for step in range(1, 4):
-        clock.now = start + step + 0.1
-        await loop.tick()
-        await asyncio.sleep(0.05)
-    outcomes = [(f.slot - start, f.outcome) for f in reversed(store(orc).firings("b", limit=10))]
-    assert outcomes == [(1.0, "started"), (2.0, "buffered"), (3.0, "buffer_dropped")]
+    loop, _ = await three_held_slots(orc, "b", "buffer_one")
+    assert outcomes(orc, "b") == [(1.0, "started"), (2.0, "buffered"), (3.0, "buffer_dropped")]
     SEEN_GATE[0].set()
     await settle(orc)
     await loop.tick()  # the run ended: the buffered slot starts now
