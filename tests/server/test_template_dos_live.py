@@ -15,9 +15,11 @@ from mcp_helpers import http_client
 from ice_mcp.core.templates import MAX_OUTPUT_CHARS, MAX_RENDER_SECONDS, MAX_WORK_CHARS
 
 DEADLINE = f"template took longer than {int(MAX_RENDER_SECONDS * 1000)} ms"
+# Building 8 MiB of centred text: the size cap stops it, or on a loaded machine the deadline comes first.
+TOO_MUCH_TEXT = (f"template builds more than {MAX_WORK_CHARS} characters in all", DEADLINE)
 POWER_TOWER = "{{ " + " ** ".join(["9"] * 200) + " }}"
 
-# Each case of the issue, as a `tool_render_template` call: (template, data, expected text of the error).
+# Each case of the issue, as a `tool_render_template` call: (template, data, the error's expected text, or its alternatives).
 RENDER_CASES = {
     "power tower": (POWER_TOWER, {}, "nested too deeply"),
     "9**9**9 (too large for JSON)": ("{{ 9**9**9 }}", {}, "integer of 257 bits is too large for JSON"),
@@ -26,8 +28,7 @@ RENDER_CASES = {
                                 f"result larger than {MAX_OUTPUT_CHARS} characters"),
     "concatenation doubling": ("{{ ((t ~ t) ~ (t ~ t)) ~ ((t ~ t) ~ (t ~ t)) }}", {"t": "a" * 300_000},
                                "concatenation would be longer than"),
-    "center via map": ("{{ range(10000) | map('center', 9999) | join }}", {},
-                       f"template builds more than {MAX_WORK_CHARS} characters in all"),
+    "center via map": ("{{ range(10000) | map('center', 9999) | join }}", {}, TOO_MUCH_TEXT),
     "tojson with a huge indent": ("{{ xs | tojson(indent=100000) }}", {"xs": [[1]]}, "argument larger than 10000"),
     "tojson indent past its cap": ("{{ xs | tojson(indent=9999) }}", {"xs": [[1]]}, "tojson indent must be"),
     "quadratic sum of lists": ("{{ rows | sum(start=[]) | length }}", {"rows": [[1] * 200] * 1000},
@@ -81,20 +82,19 @@ async def keep_in_flight(url: str, tool: str, arguments: dict[str, Any], seconds
 
 @pytest.mark.parametrize(("template", "data", "expected"), RENDER_CASES.values(), ids=RENDER_CASES.keys())
 async def test_render_template_tool_refuses_clearly_and_the_server_stays_responsive(
-    url: str, template: str, data: dict[str, Any], expected: str
+    url: str, template: str, data: dict[str, Any], expected: str | tuple[str, ...]
 ) -> None:
     with healthz_watch(url) as watch:
         results = await keep_in_flight(url, "tool_render_template", {"template": template, "data": data})
     for result in results:
         text = error_text(result)
-        assert expected in text
+        assert any(option in text for option in ((expected,) if isinstance(expected, str) else expected)), text
         assert "Traceback" not in text
     watch.assert_responsive()
 
 
 WORKFLOW_CASES = {
-    "center via map": ("workflow_dos_center", {"n": 10000, "width": 9999},
-                       f"template builds more than {MAX_WORK_CHARS} characters in all"),
+    "center via map": ("workflow_dos_center", {"n": 10000, "width": 9999}, TOO_MUCH_TEXT),
     "sort of 100,000 items": ("workflow_dos_sort", {"times": 10}, DEADLINE),
     "list of references": ("workflow_dos_refs", {"text": "a" * 100_000, "n": 1000}, "repetition result too large"),
 }
@@ -102,13 +102,14 @@ WORKFLOW_CASES = {
 
 @pytest.mark.parametrize(("tool", "inputs", "expected"), WORKFLOW_CASES.values(), ids=WORKFLOW_CASES.keys())
 async def test_workflow_with_a_hostile_tool_args_template_fails_clearly_and_the_server_stays_responsive(
-    url: str, tool: str, inputs: dict[str, Any], expected: str
+    url: str, tool: str, inputs: dict[str, Any], expected: str | tuple[str, ...]
 ) -> None:
     with healthz_watch(url) as watch:
         results = await keep_in_flight(url, tool, inputs)
     for result in results:
         text = error_text(result)
-        assert "template_error" in text and expected in text
+        assert "template_error" in text
+        assert any(option in text for option in ((expected,) if isinstance(expected, str) else expected)), text
         assert "Traceback" not in text
     watch.assert_responsive()
 
