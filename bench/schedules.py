@@ -268,7 +268,7 @@ def report_fire(result: Fired, kind: str, servers: int) -> None:
         ms = [x * 1000 for x in run_lags]
         print(f"   run lag (node ran - slot): p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, "
               f"max {max(ms):.1f} ms")
-        ordered = sorted(by_schedule)  # the firing loop walks the schedules in id order
+        ordered = sorted(by_schedule)  # in id order (each server starts its walk at its own place in it)
         tenth = max(1, len(ordered) // 10)
         head = [x * 1000 for s in ordered[:tenth] for x in by_schedule[s]]
         tail = [x * 1000 for s in ordered[-tenth:] for x in by_schedule[s]]

@@ -230,10 +230,13 @@ NODE_MODELS: dict[str, type[NodeBase]] = {
 }
 
 
+SCHEDULE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # a schedule's id, declared or given to schedule_create
+
+
 class DeclaredSchedule(_Model):
     """A schedule a blueprint brings: created or updated (by its stable id) when a server registers it."""
 
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
+    id: Annotated[str, Field(pattern=SCHEDULE_ID)] | None = None
     spec: dict[str, Any]
     inputs: dict[str, Any] = Field(default_factory=dict)
     policy: dict[str, Any] | None = None

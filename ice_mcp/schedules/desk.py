@@ -14,16 +14,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import nearest
-from ice_mcp.errors import IceError
-from ice_mcp.schedules.firing import FiringLoop, slot_key
+from ice_mcp.blueprint.models import SCHEDULE_ID
+from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, start_slot
 from ice_mcp.schedules.timing import (
     ScheduleInvalid,
     ScheduleSpec,
-    describe_slot,
+    instant,
     parse_instant,
     parse_policy,
     parse_spec,
     preview,
+    slot_text,
     slots_after,
     slots_between,
 )
@@ -34,16 +36,12 @@ if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
-SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SCHEDULE_ID_TEXT = re.compile(SCHEDULE_ID)
 MAX_BACKFILL = 1000  # slots one backfill may start
 
 
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else describe_slot(datetime.fromtimestamp(ts, UTC))
-
-
 def _fires(spec: ScheduleSpec, after: float, count: int) -> list[dict[str, str]]:
-    return list(preview(spec, count=count, start=datetime.fromtimestamp(after, UTC))["fires"])
+    return list(preview(spec, count=count, start=instant(after))["fires"])
 
 
 def _under(path: str, exc: ScheduleInvalid) -> list[dict[str, str]]:
@@ -95,11 +93,11 @@ class Schedules:
         spec = parse_spec(schedule.spec)
         return {**self._summary(schedule, spec, 10),
                 "firings": [self._firing(f) for f in self.store.firings(schedule_id, limit=10)],
-                "scheduler_alive_at": _iso(self.store.scheduler_alive_at())}
+                "scheduler_alive_at": slot_text(self.store.scheduler_alive_at())}
 
     def list(self, workflow: str | None = None) -> dict[str, Any]:
         return {"schedules": [self._summary(s, parse_spec(s.spec), 3) for s in self.store.schedules(target=workflow)],
-                "scheduler_alive_at": _iso(self.store.scheduler_alive_at())}
+                "scheduler_alive_at": slot_text(self.store.scheduler_alive_at())}
 
     def history(self, schedule_id: str, limit: int = 50, outcome: str | None = None) -> dict[str, Any]:
         self._schedule(schedule_id)
@@ -182,15 +180,14 @@ class Schedules:
         spec = parse_spec(schedule.spec)
         if not catch_up:
             now = self.now()
-            after = schedule.cursor if schedule.cursor is not None else schedule.created_at
-            passed = slots_between(spec, datetime.fromtimestamp(after, UTC), datetime.fromtimestamp(now, UTC), 100_000)
+            passed = slots_between(spec, instant(schedule.decided_until), instant(now), MAX_DUE)
             if passed:
                 last = passed[-1].timestamp()
                 firing = Firing(schedule_id, last, "paused", fired_at=now, replica=self._orc.owner.owner_id,
                                 count=len(passed))
-                if not self.store.advance(schedule_id, schedule.cursor, last, [firing]):
-                    schedule = self._schedule(schedule_id)  # the loop moved it meanwhile: nothing was fired
-        schedule = self._schedule(schedule_id)
+                # False when the loop moved the cursor meanwhile: then those slots were decided there.
+                self.store.advance(schedule_id, schedule.cursor, last, [firing])
+        schedule = self._schedule(schedule_id)  # as it is now, cursor and all
         schedule.paused, schedule.note = False, None
         saved = self.store.save_schedule(schedule)
         self._poke(saved, spec)
@@ -200,14 +197,10 @@ class Schedules:
         """A run now, outside the slots (its firing's slot is now)."""
         schedule = self._schedule(schedule_id)
         now = self.now()
-        running = [*schedule.running]
-        handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule_id, now),
-                                       trigger={"kind": "schedule", "schedule_id": schedule_id,
-                                                "slot": _iso(now), "previous_slot": _iso(schedule.cursor),
-                                                "manual": True})
-        self.store.add_firing(Firing(schedule_id, now, "started", run_id=handle.run_id, fired_at=now,
-                                     replica=self._orc.owner.owner_id), running=[*running, handle.run_id])
-        return {"schedule_id": schedule_id, "slot": _iso(now), "run_id": handle.run_id}
+        run_id = await start_slot(self._orc, schedule, now, schedule.cursor, manual=True)
+        self.store.add_firing(Firing(schedule_id, now, "started", run_id=run_id, fired_at=now,
+                                     replica=self._orc.owner.owner_id), running=[*schedule.running, run_id])
+        return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": run_id}
 
     async def backfill(self, schedule_id: str, start: str, end: str) -> dict[str, Any]:
         """Runs for the slots between `start` and `end` (inclusive) that have none yet, all at once."""
@@ -217,20 +210,17 @@ class Schedules:
         if until <= begin:
             raise ScheduleInvalid("`end` must come after `start`",
                                   details={"errors": [{"path": "end", "message": "before start"}]})
-        slots = slots_between(spec, datetime.fromtimestamp(begin.timestamp() - 1e-6, UTC), until, MAX_BACKFILL + 1)
+        slots = slots_between(spec, instant(begin.timestamp() - 1e-6), until, MAX_BACKFILL + 1)
         if len(slots) > MAX_BACKFILL:
             raise ScheduleInvalid(f"a backfill starts at most {MAX_BACKFILL} runs; this range has more",
                                   details={"errors": [{"path": "end", "message": "too many slots"}]})
         started, previous = [], None
         for slot in (s.timestamp() for s in slots):
-            handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule_id, slot),
-                                           trigger={"kind": "schedule", "schedule_id": schedule_id, "slot": _iso(slot),
-                                                    "previous_slot": _iso(previous), "backfill": True})
+            run_id = await start_slot(self._orc, schedule, slot, previous, backfill=True)
             previous = slot
-            now = self.now()
-            if self.store.add_firing(Firing(schedule_id, slot, "started", run_id=handle.run_id, fired_at=now,
+            if self.store.add_firing(Firing(schedule_id, slot, "started", run_id=run_id, fired_at=self.now(),
                                             replica=self._orc.owner.owner_id)):
-                started.append({"slot": _iso(slot), "run_id": handle.run_id})
+                started.append({"slot": slot_text(slot), "run_id": run_id})
         return {"schedule_id": schedule_id, "started": started, "slots": len(slots)}
 
     def delete(self, schedule_id: str) -> dict[str, Any]:
@@ -247,7 +237,7 @@ class Schedules:
         """Every problem at once: the id, the spec, the policy, the workflow and its inputs."""
         errors: list[dict[str, str]] = []
         parsed = policy_doc = None
-        if not SCHEDULE_ID.match(schedule_id):
+        if not SCHEDULE_ID_TEXT.match(schedule_id):
             errors.append({"path": "id", "message": "1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"})
         try:
             parsed = parse_spec(spec)
@@ -281,35 +271,30 @@ class Schedules:
     def _schedule(self, schedule_id: str) -> ScheduleRecord:
         schedule = self.store.schedule(schedule_id)
         if schedule is None:
-            suggestion = nearest(schedule_id, [s.id for s in self.store.schedules()])
-            hint = f"; did you mean {suggestion!r}?" if suggestion else ""
-            raise IceError(f"unknown schedule {schedule_id!r}{hint}", code="unknown_schedule",
-                           details={"id": schedule_id, **({"suggestion": suggestion} if suggestion else {})})
+            raise UnknownName("schedule", schedule_id, nearest(schedule_id, [s.id for s in self.store.schedules()]))
         return schedule
 
     def _summary(self, schedule: ScheduleRecord, spec: ScheduleSpec, fires: int) -> dict[str, Any]:
         after = max(schedule.cursor or 0.0, self.now())
-        following = slots_after(spec, datetime.fromtimestamp(after, UTC), 1)
         return {
             "id": schedule.id, "workflow": schedule.target, "inputs": schedule.inputs, "spec": schedule.spec,
             "policy": schedule.policy, "state": {"paused": schedule.paused, "note": schedule.note},
             "revision": schedule.revision, "origin": schedule.origin,
-            "created_at": _iso(schedule.created_at), "updated_at": _iso(schedule.updated_at),
-            "next_fires": _fires(spec, after, fires) if following else [],
+            "created_at": slot_text(schedule.created_at), "updated_at": slot_text(schedule.updated_at),
+            "next_fires": _fires(spec, after, fires),
             "counts": dict(schedule.counts), "running": list(schedule.running),
         }
 
     @staticmethod
     def _firing(firing: Firing) -> dict[str, Any]:
-        return {"slot": _iso(firing.slot), "outcome": firing.outcome, "run_id": firing.run_id,
-                "fired_at": _iso(firing.fired_at), "replica": firing.replica, "count": firing.count}
+        return {"slot": slot_text(firing.slot), "outcome": firing.outcome, "run_id": firing.run_id,
+                "fired_at": slot_text(firing.fired_at), "replica": firing.replica, "count": firing.count}
 
     def _poke(self, schedule: ScheduleRecord, spec: ScheduleSpec) -> None:
         """Wake this process's loop only if the schedule's next slot comes before it would look anyway (a
         burst of creates must not walk every schedule once per create)."""
         if self.loop is not None:
-            after = schedule.cursor if schedule.cursor is not None else schedule.created_at
-            following = slots_after(spec, datetime.fromtimestamp(after, UTC), 1)
+            following = slots_after(spec, instant(schedule.decided_until), 1)
             if following:
                 self.loop.poke(following[0].timestamp() + spec.jitter_seconds)
 

@@ -15,17 +15,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.errors import IceError
 from ice_mcp.schedules.timing import (
     SchedulePolicy,
     ScheduleSpec,
-    describe_slot,
+    instant,
     jitter,
     parse_policy,
     parse_spec,
+    slot_text,
     slots_after,
     slots_between,
 )
@@ -48,11 +48,18 @@ MAX_DUE = 100_000  # slots looked at in one tick (a 1 s schedule down for a day 
 
 def slot_key(schedule_id: str, slot: float) -> str:
     """The idempotency key of a slot's run: from the nominal slot, never from the clock."""
-    return f"sched:{schedule_id}:{describe_slot(_dt(slot))}"
+    return f"sched:{schedule_id}:{slot_text(slot)}"
 
 
-def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
+async def start_slot(orc: Orchestrator, schedule: ScheduleRecord, slot: float, previous: float | None,
+                     **extra: bool) -> str:
+    """Start (or attach to, whoever started it) the run of one slot; templates see it as `trigger` (`extra`:
+    `manual` for a trigger, `backfill`). Returns its run id."""
+    trigger = {"kind": "schedule", "schedule_id": schedule.id, "slot": slot_text(slot),
+               "previous_slot": slot_text(previous), **extra}
+    handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule.id, slot),
+                             trigger=trigger)
+    return handle.run_id
 
 
 def previous_slot(spec: ScheduleSpec, slot: float) -> float | None:
@@ -61,7 +68,7 @@ def previous_slot(spec: ScheduleSpec, slot: float) -> float | None:
         previous = slot - spec.every_seconds
         return previous if spec.start_at is None or previous >= spec.start_at.timestamp() else None
     for window in (3600.0, 86400.0, 32 * 86400.0, 366 * 86400.0):
-        earlier = slots_between(spec, _dt(slot - window), _dt(slot - 1e-6), MAX_DUE)
+        earlier = slots_between(spec, instant(slot - window), instant(slot - 1e-6), MAX_DUE)
         if earlier:
             return earlier[-1].timestamp()
     return None
@@ -171,29 +178,29 @@ class FiringLoop:
             return False
         if schedule.counts.get("buffered") or (schedule.running and schedule.policy.get("pause_on_failure")):
             return True
-        after = schedule.cursor if schedule.cursor is not None else schedule.created_at
-        return bool(slots_between(parse_spec(schedule.spec), _dt(after), _dt(now), 1))
+        return bool(slots_between(parse_spec(schedule.spec), instant(schedule.decided_until), instant(now), 1))
 
     async def _fire_once(self, schedule: ScheduleRecord, now: float) -> float | None:
         spec, policy = parse_spec(schedule.spec), parse_policy(schedule.policy)
         running = self._active(schedule.running)
-        if await self._pause_on_failure(schedule, policy, running):
+        if await self._pause_on_failure(schedule, policy):
             return now + IDLE_SECONDS
         if schedule.paused:
             return now + IDLE_SECONDS
-        if await self._start_buffered(schedule, running, now) is False:
+        if await self._start_buffered(schedule, running) is False:
             return None
-        after = schedule.cursor if schedule.cursor is not None else schedule.created_at
-        due = [s.timestamp() for s in slots_between(spec, _dt(after), _dt(now), MAX_DUE)]
-        due = [s for s in due if s + self._jitter(spec, schedule.id, s) <= now]
+        after = schedule.decided_until
+        due = [s.timestamp() for s in slots_between(spec, instant(after), instant(now), MAX_DUE)]
+        if due and due[-1] + self._jitter(spec, schedule.id, due[-1]) > now:
+            due.pop()  # jitter stays below the gap to the next slot: only the newest may not be due yet
         if not due:
-            return self._next_wake(spec, schedule, after, now, running)
+            return self._next_wake(spec, policy, schedule, after, now, running)
         decision = self._decide(schedule, spec, policy, due, running, now)
         for run_id in decision.cancel:
             await self._orc.cancel(run_id)
         started: dict[float, str] = {}
         for slot in decision.starts:
-            started[slot] = await self._start(schedule, slot, previous_slot(spec, slot))
+            started[slot] = await start_slot(self._orc, schedule, slot, previous_slot(spec, slot))
         fired_at = now + (time.monotonic() - self._tick_began)  # when its run started, on the store's clock
         for firing in decision.firings:
             firing.run_id = started.get(firing.slot, firing.run_id)
@@ -203,13 +210,13 @@ class FiringLoop:
         if not self._store.advance(schedule.id, schedule.cursor, due[-1], decision.firings, running=keep):
             await self._lost(schedule.id, started)
             return None
-        return self._next_wake(spec, schedule, due[-1], now, keep)
+        return self._next_wake(spec, policy, schedule, due[-1], now, keep)
 
     def _decide(self, schedule: ScheduleRecord, spec: ScheduleSpec, policy: SchedulePolicy, due: list[float],
                 running: list[str], now: float) -> Decision:
         decision = Decision()
         me = self._orc.owner.owner_id
-        following = slots_after(spec, _dt(due[-1]), 1)
+        following = slots_after(spec, instant(due[-1]), 1)
         if following:
             last_gap = following[0].timestamp() - due[-1]
         else:  # the schedule has ended: the gap before its last slot stands for the one after it
@@ -218,8 +225,10 @@ class FiringLoop:
         nexts = [*due[1:], due[-1] + last_gap]
         # On time: found within a few seconds of its time, and within half the gap to the next slot.
         on_time = [s for s, n in zip(due, nexts, strict=True)
-                   if now - (s + self._jitter(spec, schedule.id, s)) <= min(ON_TIME_SECONDS, (n - s) / 2)]
-        late = [s for s in due if s not in set(on_time)]
+                   if now - s <= ON_TIME_SECONDS + spec.jitter_seconds  # surely late otherwise: no jitter to work out
+                   and now - (s + self._jitter(spec, schedule.id, s)) <= min(ON_TIME_SECONDS, (n - s) / 2)]
+        on_time_set = set(on_time)
+        late = [s for s in due if s not in on_time_set]
         catchup = policy.catchup
         in_window = [s for s in late if now - s <= catchup.window_seconds]
         chosen: list[float] = []
@@ -227,7 +236,8 @@ class FiringLoop:
             chosen = in_window[-catchup.max_runs:]
         elif catchup.mode == "latest" and in_window and not on_time:
             chosen = in_window[-1:]  # the newest slot stands for the backlog; an on-time one already does
-        missed = [s for s in late if s not in set(chosen)]
+        chosen_set = set(chosen)
+        missed = [s for s in late if s not in chosen_set]
         if missed:
             decision.firings.append(Firing(schedule.id, missed[-1], "missed", fired_at=now, replica=me,
                                            count=len(missed)))
@@ -258,7 +268,7 @@ class FiringLoop:
     def _buffered_count(self, schedule_id: str) -> int:
         return len(self._store.firings(schedule_id, limit=MAX_BUFFER + 1, outcome="buffered"))
 
-    async def _start_buffered(self, schedule: ScheduleRecord, running: list[str], now: float) -> bool | None:
+    async def _start_buffered(self, schedule: ScheduleRecord, running: list[str]) -> bool | None:
         """With no run of the schedule left, start its oldest buffered slot. False: another process did."""
         if running or not schedule.counts.get("buffered"):
             return None
@@ -266,7 +276,7 @@ class FiringLoop:
         if not waiting:
             return None
         slot = waiting[-1].slot  # newest first: the last is the oldest
-        run_id = await self._start(schedule, slot, previous_slot(parse_spec(schedule.spec), slot))
+        run_id = await start_slot(self._orc, schedule, slot, previous_slot(parse_spec(schedule.spec), slot))
         if not self._store.update_firing(schedule.id, slot, expected="buffered", outcome="started", run_id=run_id,
                                          running=[run_id]):
             await self._lost(schedule.id, {slot: run_id})
@@ -275,14 +285,6 @@ class FiringLoop:
         running.append(run_id)
         return True
 
-    async def _start(self, schedule: ScheduleRecord, slot: float, previous: float | None) -> str:
-        """Start (or attach to, whoever started it) the run of one slot; `previous`: the slot decided before."""
-        trigger = {"kind": "schedule", "schedule_id": schedule.id, "slot": describe_slot(_dt(slot)),
-                   "previous_slot": describe_slot(_dt(previous)) if previous is not None else None}
-        handle = await self._orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule.id, slot),
-                                       trigger=trigger)
-        return handle.run_id
-
     async def _lost(self, schedule_id: str, started: dict[float, str]) -> None:
         """Another process decided these slots first: a run it did not record is one only we started."""
         recorded = {f.run_id for f in self._store.firings(schedule_id, limit=MAX_BUFFER)}
@@ -290,7 +292,7 @@ class FiringLoop:
             if run_id not in recorded:
                 await self._orc.cancel(run_id)
 
-    async def _pause_on_failure(self, schedule: ScheduleRecord, policy: SchedulePolicy, running: list[str]) -> bool:
+    async def _pause_on_failure(self, schedule: ScheduleRecord, policy: SchedulePolicy) -> bool:
         if not policy.pause_on_failure or schedule.paused:
             return False
         for run_id in schedule.running:
@@ -314,16 +316,16 @@ class FiringLoop:
     def _jitter(self, spec: ScheduleSpec, schedule_id: str, slot: float) -> float:
         if not spec.jitter_seconds:
             return 0.0
-        following = slots_after(spec, _dt(slot), 1)
-        return jitter(spec, schedule_id, _dt(slot), following[0] if following else None)
+        following = slots_after(spec, instant(slot), 1)
+        return jitter(spec, schedule_id, instant(slot), following[0] if following else None)
 
-    def _next_wake(self, spec: ScheduleSpec, schedule: ScheduleRecord, after: float, now: float,
-                   running: list[str]) -> float:
-        following = slots_after(spec, _dt(max(after, now)), 1)
+    def _next_wake(self, spec: ScheduleSpec, policy: SchedulePolicy, schedule: ScheduleRecord, after: float,
+                   now: float, running: list[str]) -> float:
+        following = slots_after(spec, instant(max(after, now)), 1)
         wake = now + IDLE_SECONDS
         if following:
             slot = following[0].timestamp()
             wake = min(wake, slot + self._jitter(spec, schedule.id, slot))
-        if running and (schedule.counts.get("buffered") or parse_policy(schedule.policy).pause_on_failure):
+        if running and (schedule.counts.get("buffered") or policy.pause_on_failure):
             wake = min(wake, now + BUSY_SECONDS)
         return wake

@@ -113,6 +113,16 @@ def describe_slot(dt: datetime) -> str:
     return utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds").replace("+00:00", "Z")
 
 
+def instant(ts: float) -> datetime:
+    """Unix seconds (as the run store keeps slots) as an aware UTC datetime."""
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def slot_text(ts: float | None) -> str | None:
+    """Unix seconds as `describe_slot` writes them; None stays None."""
+    return None if ts is None else describe_slot(instant(ts))
+
+
 def parse_instant(value: str | datetime, *, path: str = "instant") -> datetime:
     """An ISO 8601 text or a datetime as an aware UTC datetime; a naive one is read as UTC."""
     parsed: datetime | None = value if isinstance(value, datetime) else None

@@ -26,19 +26,21 @@ from ice_mcp.schedules.spec import (
     SchedulePolicy,
     ScheduleSpec,
     describe_slot,
+    instant,
     localise,
     parse_instant,
     parse_policy,
     parse_spec,
     rrule_body,
     rrule_parts,
+    slot_text,
 )
 from ice_mcp.schedules.words import describe, every_words, sub_minute_warning
 
 __all__ = [
     "COUNT_CAP", "CatchUp", "ScheduleInvalid", "SchedulePolicy", "ScheduleSpec", "count_between",
-    "cron_is_specific", "describe_slot", "jitter", "next_slot", "parse_instant", "parse_policy", "parse_spec",
-    "preview", "slots_after", "slots_between",
+    "cron_is_specific", "describe_slot", "instant", "jitter", "next_slot", "parse_instant", "parse_policy",
+    "parse_spec", "preview", "slot_text", "slots_after", "slots_between",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -42,6 +42,11 @@ class ScheduleRecord:
     running: list[str] = field(default_factory=list)  # run ids it started that may still run (overlap)
     counts: dict[str, int] = field(default_factory=dict)  # firings by outcome (a `missed` row adds its count)
 
+    @property
+    def decided_until(self) -> float:
+        """Slots after this are undecided: the cursor, or the schedule's creation before its first slot."""
+        return self.cursor if self.cursor is not None else self.created_at
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "target": self.target, "target_kind": self.target_kind, "spec": self.spec,
