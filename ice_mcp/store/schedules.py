@@ -7,13 +7,13 @@ if the cursor is still what it read: so any number of processes on one store dec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 from ice_mcp.errors import IceError
 
 Outcome = Literal["started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused"]
-OUTCOMES: tuple[Outcome, ...] = ("started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused")
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 class StaleRevision(IceError):
@@ -47,18 +47,6 @@ class ScheduleRecord:
         """Slots after this are undecided: the cursor, or the schedule's creation before its first slot."""
         return self.cursor if self.cursor is not None else self.created_at
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "target": self.target, "target_kind": self.target_kind, "spec": self.spec,
-            "inputs": self.inputs, "policy": self.policy, "paused": self.paused, "note": self.note,
-            "revision": self.revision, "created_at": self.created_at, "updated_at": self.updated_at,
-            "cursor": self.cursor, "origin": self.origin, "running": list(self.running), "counts": dict(self.counts),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScheduleRecord:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
-
 
 @dataclass(slots=True)
 class Firing:
@@ -71,14 +59,6 @@ class Firing:
     fired_at: float = 0.0
     replica: str | None = None  # the owner id of the process that decided it
     count: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schedule_id": self.schedule_id, "slot": self.slot, "outcome": self.outcome, "run_id": self.run_id,
-                "fired_at": self.fired_at, "replica": self.replica, "count": self.count}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Firing:
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def counts_of(firings: list[Firing]) -> dict[str, int]:

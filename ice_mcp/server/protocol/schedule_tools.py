@@ -16,6 +16,7 @@ from ice_mcp.server.protocol.tool_table import (
     Reply,
     obj_schema,
 )
+from ice_mcp.store.schedules import OUTCOMES
 
 _ID = {"type": "string", "description": "The schedule's id."}
 _INSTANT = {"type": "string", "description": "An ISO 8601 time; without an offset it is UTC."}
@@ -48,7 +49,6 @@ POLICY_SCHEMA: dict[str, Any] = {"description": "What overlapping and missed slo
     }),
     "pause_on_failure": {"type": "boolean", "description": "Pause the schedule when one of its runs fails."},
 })}
-_OUTCOMES = ["started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused"]
 _CHANGES = Hints(read_only=False, destructive=False, idempotent=True, open_world=False)
 _STARTS = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)
 
@@ -160,6 +160,6 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         "schedule_history", "What became of a schedule's slots, newest first: started (with run_id), "
         "skipped_overlap, buffered, buffer_dropped, missed or paused (a stretch of slots may be one row with count).",
         obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
-                    "outcome": {"type": "string", "enum": _OUTCOMES}}, ["id"]),
+                    "outcome": {"type": "string", "enum": list(OUTCOMES)}}, ["id"]),
         READ_ONLY, schedule_history, rpc="schedule.history"),
 )

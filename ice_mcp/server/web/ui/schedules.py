@@ -28,7 +28,7 @@ def describe(orc: Any, spec: Mapping[str, Any]) -> str | None:
     """A stored spec in words ("At 09:00 AM, only on Monday (Europe/Paris)"), or None when it cannot be."""
     try:
         return str(orc.schedules.preview(spec, count=0)["description"])
-    except Exception:  # a spec kept by a newer version: shown as JSON only
+    except IceError:  # a spec this version refuses (kept by a newer one): shown as JSON only
         return None
 
 
