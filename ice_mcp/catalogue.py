@@ -17,6 +17,7 @@ from ice_mcp.errors import BlueprintInvalid, IceError, UnknownName
 from ice_mcp.handles import PlanCache
 from ice_mcp.services import Services
 from ice_mcp.store.base import RunStorage, StoredRun
+from ice_mcp.store.records import NETWORK_ID_PREFIX
 from ice_mcp.tools.registry import Registry
 
 logger = logging.getLogger("ice_mcp.orchestrator")  # the orchestrator's log, as before the catalogue had a module
@@ -84,6 +85,10 @@ class Catalogue:
 
     def stored_plan(self, stored: StoredRun) -> Plan:
         """The plan a stored run ran, compiled again (to resume or retry it)."""
+        if stored.record.run_id.startswith(NETWORK_ID_PREFIX):
+            raise IceError("a network run is not resumed or retried as one run: after a restart its workflows' "
+                           "runs resume but the workflows after them do not start; run the network again",
+                           code="network_lost")
         if stored.blueprint is not None:
             return self.compile(stored.blueprint)
         return self.workflow_plan(stored.record.workflow)  # written before runs kept their blueprint

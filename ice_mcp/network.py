@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import graphlib
 import importlib
+import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,20 +21,29 @@ from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationRe
 from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import load_network
 from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
-from ice_mcp.core.context import RunContext, Spend, check_fits
+from ice_mcp.core.context import CALL_TRIGGER, RunContext, Spend, check_fits
 from ice_mcp.core.executor import NodeCall, NodeExecutor
 from ice_mcp.core.plan import Graph, Plan, PlanNode
 from ice_mcp.core.scheduler import GraphShape
 from ice_mcp.core.templates import Scope, compile_value
 from ice_mcp.errors import BlueprintInvalid, NodeFailure, RunStopped, TemplateCompileError
 from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.records import NETWORK_ID_PREFIX, NodeRecord, RunRecord
 from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
 
-NETWORK_ID_PREFIX = "net_"
+__all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "network_result"]
 ManifestSource = NetworkManifest | str | Path | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedNetwork:
+    """A network manifest kept by name (`Orchestrator.register_network`), with the folder its file refs are in."""
+
+    manifest: NetworkManifest
+    base_dir: Path | None
 
 
 class NetworkHandle:
@@ -65,6 +76,15 @@ class NetworkHandle:
         return self.task is not None and self.task.cancel()
 
 
+def network_result(record: RunRecord) -> dict[str, Any]:
+    """A network run as the store keeps it (another process runs it, or ran it), in `NetworkHandle.result()`'s shape."""
+    workflows = {wid: {"status": node.status, "run_id": (node.output or {}).get("run_id"),
+                       "outputs": (node.output or {}).get("outputs"), "error": node.error}
+                 for wid, node in record.nodes.items()}
+    return {"network": record.workflow, "network_id": record.run_id, "status": record.status,
+            "cost_usd": record.cost_usd, "workflows": workflows}
+
+
 class NetworkRunner:
     def __init__(self, orchestrator: Orchestrator, *, from_client: bool, base_dir: Path | None) -> None:
         self.orc = orchestrator
@@ -83,24 +103,31 @@ class NetworkRunner:
         self._compile(self.load(source), _never_run)
 
     def start(self, manifest: NetworkManifest, *, caller: str | None = None,
-              on_event: Callable[[Event], None] | None = None) -> NetworkHandle:
-        """Check the manifest and its budget, then run it in a task; raises BlueprintInvalid or IceError."""
+              on_event: Callable[[Event], None] | None = None, trigger: Mapping[str, Any] | None = None,
+              idempotency_key: str | None = None) -> NetworkHandle:
+        """Check the manifest and its budget, then run it in a task; raises BlueprintInvalid or IceError.
+        With a run store the network run is kept there too (every process sees its state), and a key another
+        process already started a network with returns that one's state instead of starting another."""
         handle = NetworkHandle(NETWORK_ID_PREFIX + uuid.uuid4().hex, manifest.name)
         handle.workflows = {w.id: {"status": "skipped", "run_id": None, "outputs": None, "error": None}
                             for w in manifest.workflows}
         plans: dict[str, Plan] = {}
         spend = Spend(budget_usd=manifest.budget_usd, parent=self.orc.caller_spend(caller))
         events = EventLog(handle.network_id, [on_event] if on_event else [])
+        seen = dict(trigger) if trigger is not None else dict(CALL_TRIGGER)
+        kept = _Kept(self.orc, handle, manifest, trigger)
 
         async def run_one(call: NodeCall) -> NodeResult:
             workflow_id = call.node.id
             result = handle.workflows[workflow_id]
             result["status"] = "running"
             run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
-                                       parent_spend=spend)
+                                       parent_spend=spend, trigger=trigger)
             result["run_id"] = run.run_id
+            kept.save()
             record = await run.wait()
             result.update(status=record.status, outputs=record.outputs, error=record.error)
+            kept.save()
             left = spend.remaining()
             if record.status == "over_budget" and left is not None and left <= 0:
                 raise RunStopped("over_budget", "the network reached its budget")
@@ -115,21 +142,25 @@ class NetworkRunner:
         for plan in compiled.values():
             total = total + plan.estimate
         check_fits(total, spend, f"network {manifest.name!r}")
+        if (holder := kept.create(idempotency_key, graph.shape.deps)) is not None:
+            return holder
         ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner, self.orc.workflow_plan,
-                         globals=manifest.global_)
+                         globals=manifest.global_, trigger=seen)
 
         async def run() -> dict[str, Any]:
             status = "succeeded"
             try:
-                await self.orc.runner.run_graph(graph, Scope({"global": manifest.global_}), ctx)
+                await self.orc.runner.run_graph(graph, Scope({"global": manifest.global_, "trigger": seen}), ctx)
             except RunStopped as exc:
                 status = exc.status
             except asyncio.CancelledError:
                 handle.status, handle.cost_usd = "cancelled", spend.cost_usd
+                kept.save()
                 raise
             if status == "succeeded" and any(r["status"] != "succeeded" for r in handle.workflows.values()):
                 status = "failed"
             handle.status, handle.cost_usd = status, spend.cost_usd
+            kept.save()
             return handle.result()
 
         handle.task = asyncio.get_running_loop().create_task(run(), name=f"ice_mcp-{handle.network_id}")
@@ -159,7 +190,7 @@ class NetworkRunner:
             except TemplateCompileError as exc:
                 issues.append(ValidationIssue(code=exc.code, message=str(exc), node_id=workflow.id, field="inputs"))
                 continue
-            for name in compiled.names - {"global"}:
+            for name in compiled.names - {"global", "trigger"}:
                 if name in known and name != workflow.id:
                     after.add(name)
                 else:
@@ -202,6 +233,52 @@ class NetworkRunner:
                 raise _invalid("unknown_workflow", f"cannot import {ref!r}: {exc}") from None
             return self.orc.compile(factory())
         raise _invalid("unknown_workflow", f"no workflow named {ref!r}", nearest(ref, self.orc.registry.workflows))
+
+
+class _Kept:
+    """A network run's record in the run store (when there is one): its workflows as nodes, kept as they change."""
+
+    def __init__(self, orc: Orchestrator, handle: NetworkHandle, manifest: NetworkManifest,
+                 trigger: Mapping[str, Any] | None) -> None:
+        self._store, self._me, self._owner, self._handle = orc.store, orc.owner, orc.owner.owner_id, handle
+        self._manifest = manifest
+        self.record = RunRecord(handle.network_id, manifest.name, {}, started_at=time.time(),
+                                trigger=dict(trigger) if trigger is not None else None,
+                                nodes={w.id: NodeRecord() for w in manifest.workflows})
+
+    def create(self, idempotency_key: str | None, deps: Mapping[str, tuple[str, ...]]) -> NetworkHandle | None:
+        """Keep the new run; a network another process started with the same key comes back instead. Its graph
+        is kept as a blueprint of workflow nodes, so the run view draws it."""
+        if self._store is None:
+            return None
+        drawing = {"schema_version": "1", "name": self._manifest.name, "description": self._manifest.description,
+                   "nodes": [{"id": w.id, "type": "workflow", "workflow_ref": w.ref, "dependencies": list(deps[w.id])}
+                             for w in self._manifest.workflows]}
+        self._store.register_owner(self._me)  # others take the run for lost only once this process's lease is
+        holder = self._store.create(self.record, idempotency_key=idempotency_key, owner=self._owner,
+                                    blueprint=drawing)
+        stored = self._store.get(holder) if holder is not None else None
+        if holder is None or stored is None:
+            return None
+        other = NetworkHandle(holder, stored.workflow)
+        result = network_result(stored)
+        other.status, other.cost_usd, other.workflows = result["status"], result["cost_usd"], result["workflows"]
+        return other
+
+    def save(self) -> None:
+        if self._store is None:
+            return
+        record, handle = self.record, self._handle
+        for wid, state in handle.workflows.items():
+            node = record.nodes[wid]
+            waiting = handle.status == "running" and state["run_id"] is None  # "skipped" only once it ended
+            node.status, node.error = "pending" if waiting else state["status"], state["error"]
+            node.output = {"run_id": state["run_id"], "outputs": state["outputs"]}
+        record.status, record.cost_usd = handle.status, handle.cost_usd
+        if handle.status != "running":
+            record.finished_at = time.time()
+            record.duration_ms = (record.finished_at - (record.started_at or record.finished_at)) * 1000
+        self._store.save(record, owner=self._owner)
 
 
 def _invalid(code: str, message: str, suggestion: str | None = None) -> BlueprintInvalid:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
-from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
@@ -33,7 +33,14 @@ from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.llm.service import LLMService
-from ice_mcp.network import NETWORK_ID_PREFIX, ManifestSource, NetworkHandle, NetworkRunner
+from ice_mcp.network import (
+    NETWORK_ID_PREFIX,
+    ManifestSource,
+    NamedNetwork,
+    NetworkHandle,
+    NetworkRunner,
+    network_result,
+)
 from ice_mcp.nodes import builtin_node_types
 from ice_mcp.schedules.desk import Schedules
 from ice_mcp.services import Services
@@ -102,6 +109,7 @@ class Orchestrator:
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
+        self.networks: dict[str, NamedNetwork] = {}  # manifests kept by name (a folder's networks/): schedules run them
         self._signals_task: asyncio.Task[None] | None = None
 
     # -- blueprints and the catalogue ---------------------------------------
@@ -147,7 +155,7 @@ class Orchestrator:
         and comes back when a server starts on the same data folder.
         """
         blueprint = self._catalogue.register_blueprint(source, origin=origin, version=version)
-        self.schedules.declare(blueprint)  # its `schedules:`, checked (ScheduleInvalid) and kept in the store
+        self.schedules.declare(blueprint.name, blueprint.schedules)  # its `schedules:`, checked (ScheduleInvalid) and kept in the store
         return blueprint
 
     def remove_workflow(self, name: str) -> bool:
@@ -159,15 +167,35 @@ class Orchestrator:
         return self._catalogue.restore_blueprints()
 
     def load_blueprints(self, folder: Path | str) -> list[ValidationIssue]:
-        """Register every blueprint in a folder; returns the problems of those that failed."""
+        """Register every blueprint in a folder, then the network manifests in its `networks/`; returns the
+        problems of those that failed."""
         problems = self._catalogue.load_blueprints(folder)
         for entry in list(self.registry.workflows.values()):
             if entry.source != "runtime" and Path(entry.source).parent == Path(folder):
                 try:
-                    self.schedules.declare(entry.blueprint)
+                    self.schedules.declare(entry.name, entry.blueprint.schedules)
                 except IceError as exc:
                     problems.append(ValidationIssue(code=exc.code, message=f"{entry.name}: schedules: {exc.message}"))
+        for path in sorted(Path(folder, "networks").glob("*")):
+            if path.suffix in (".json", ".yaml", ".yml"):
+                try:
+                    self.register_network(path)
+                except BlueprintInvalid as exc:
+                    problems.extend(e.model_copy(update={"message": f"networks/{path.name}: {e.message}"})
+                                    for e in exc.report.errors)
+                except IceError as exc:
+                    problems.append(ValidationIssue(code=exc.code, message=f"networks/{path.name}: {exc.message}"))
         return problems
+
+    def register_network(self, source: ManifestSource) -> NetworkManifest:
+        """Check a network manifest (a file's refs resolve beside it) and keep it by name, so schedules can run
+        it; its `schedules:` are kept in the store like a blueprint's. Raises BlueprintInvalid or IceError."""
+        runner = NetworkRunner(self, from_client=False, base_dir=None)
+        manifest = runner.load(source)
+        runner.check(manifest)
+        self.networks[manifest.name] = NamedNetwork(manifest, runner.base_dir)
+        self.schedules.declare(manifest.name, manifest.schedules, kind="network")
+        return manifest
 
     # -- runs ---------------------------------------------------------------
 
@@ -326,6 +354,8 @@ class Orchestrator:
     def _on_signal(self, signal: Signal) -> None:
         assert self.store is not None
         if signal.kind == "cancel":
+            if (network := self.get_network(signal.subject)) is not None:
+                network.cancel()
             self.engine.cancel_here(signal.subject)
         elif signal.kind == "blueprint":
             self.sync_blueprints({signal.subject})
@@ -432,7 +462,14 @@ class Orchestrator:
         return await self._answers.respond(run_id, node_path, answer, by=by, declined=declined)
 
     async def cancel(self, run_id: str) -> bool:
-        """Ask a run to stop, wherever its engine runs it; False when it was not running."""
+        """Ask a run (or a network run) to stop, wherever it runs; False when it was not running."""
+        if run_id.startswith(NETWORK_ID_PREFIX):
+            if (network := self.get_network(run_id)) is not None:
+                return network.cancel()
+            if self.store is None or (record := self.store.get(run_id)) is None or record.done:
+                return False
+            self.store.request_cancel(run_id)  # the process running it hears, through the store
+            return True
         return await self.engine.cancel(run_id)
 
     # -- networks -----------------------------------------------------------------------------------
@@ -450,13 +487,19 @@ class Orchestrator:
 
     def start_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
                       on_event: Callable[[Event], None] | None = None, idempotency_key: str | None = None,
-                      caller: str | None = None) -> NetworkHandle:
+                      caller: str | None = None, trigger: Mapping[str, Any] | None = None) -> NetworkHandle:
         """Start a network run and return at once (`network_id` follows it); raises BlueprintInvalid or
-        IceError. The same idempotency key attaches to the same network run."""
+        IceError. The same idempotency key attaches to the same network run (another process's, with a store).
+        A registered network's name runs it; `trigger` is what its workflows' templates see (a schedule's slot)."""
         if idempotency_key and (existing := self._network_keys.get(idempotency_key)) is not None:
             return existing
+        if isinstance(manifest, str) and (named := self.networks.get(manifest)) is not None:
+            manifest, base_dir, from_client = named.manifest, named.base_dir, False
         runner = NetworkRunner(self, from_client=from_client, base_dir=base_dir)
-        handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event)
+        handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event, trigger=trigger,
+                              idempotency_key=idempotency_key)
+        if handle.task is None:  # another process runs it (the key was its): the store follows it, not this one
+            return handle
         self._networks.put(handle.network_id, handle)
         if idempotency_key:
             self._network_keys.put(idempotency_key, handle)
@@ -477,6 +520,13 @@ class Orchestrator:
     def get_network(self, network_id: str) -> NetworkHandle | None:
         """A network run started here (kept as long as idempotency keys, at least an hour; the latest 512)."""
         return self._networks.get(network_id) if network_id.startswith(NETWORK_ID_PREFIX) else None
+
+    def network_status(self, network_id: str) -> dict[str, Any] | None:
+        """A network run's result so far, from here or (another process's) from the run store."""
+        if (handle := self.get_network(network_id)) is not None:
+            return handle.result()
+        record = self.store.get(network_id) if self.store is not None else None
+        return network_result(record) if record is not None and network_id.startswith(NETWORK_ID_PREFIX) else None
 
     def close(self) -> None:
         """Close the store (for short-lived callers with no runs in flight, like the CLI)."""

@@ -278,6 +278,7 @@ class NetworkManifest(_Model):
     global_: dict[str, Any] = Field(default_factory=dict, alias="global")
     workflows: list[NetworkWorkflow] = Field(min_length=1)
     max_parallel: Annotated[int, Field(ge=1)] = 8
+    schedules: list[DeclaredSchedule] = Field(default_factory=list)  # the network runs on its own (no inputs)
 
     @property
     def budget_usd(self) -> float | None:

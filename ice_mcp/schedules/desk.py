@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +29,10 @@ from ice_mcp.schedules.timing import (
     slots_after,
     slots_between,
 )
-from ice_mcp.store.schedules import Firing, ScheduleRecord
+from ice_mcp.store.schedules import Firing, ScheduleRecord, TargetKind
 
 if TYPE_CHECKING:
-    from ice_mcp.blueprint.models import Blueprint
+    from ice_mcp.blueprint.models import DeclaredSchedule
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
@@ -114,42 +114,44 @@ class Schedules:
                spec: Mapping[str, Any], policy: Mapping[str, Any] | None = None, schedule_id: str | None = None,
                origin: str = "runtime", replace: bool = False) -> dict[str, Any]:
         """Check everything, then keep the schedule; `replace` (declared schedules) updates one of the same id."""
-        if network is not None:
-            raise IceError("schedules of networks are not available yet: schedule the network's workflows",
-                           code="not_supported")
-        if not workflow:
-            raise ScheduleInvalid("a schedule needs the `workflow` it runs",
-                                  details={"errors": [{"path": "workflow", "message": "required"}]})
+        if bool(workflow) == bool(network):
+            path = "network" if workflow else "workflow"
+            raise ScheduleInvalid("a schedule runs either a `workflow` or a `network`: name one",
+                                  details={"errors": [{"path": path, "message": "one of workflow, network"}]})
+        kind: TargetKind = "network" if network else "workflow"
+        target = network or workflow or ""
         schedule_id = schedule_id or f"s_{uuid.uuid4().hex[:12]}"
-        parsed, policy_doc, prepared = self._checked(workflow, inputs or {}, spec, policy, schedule_id)
+        parsed, policy_doc, prepared = self._checked(kind, target, inputs or {}, spec, policy, schedule_id)
         existing = self.store.schedule(schedule_id)
         if existing is not None and not replace:
             raise IceError(f"a schedule {schedule_id!r} exists: update or delete it", code="schedule_exists",
                            details={"id": schedule_id})
-        record = existing or ScheduleRecord(id=schedule_id, target=workflow, target_kind="workflow", spec={})
-        record.target, record.spec, record.inputs, record.policy, record.origin = (
-            workflow, parsed.model_dump(mode="json", exclude_none=True), prepared, policy_doc, origin)
+        record = existing or ScheduleRecord(id=schedule_id, target=target, target_kind=kind, spec={})
+        record.target, record.target_kind, record.spec, record.inputs, record.policy, record.origin = (
+            target, kind, parsed.model_dump(mode="json", exclude_none=True), prepared, policy_doc, origin)
         if existing is None:
             record.cursor = self._start_cursor(parsed)
         saved = self.store.save_schedule(record)
         self._poke(saved, parsed)
         return self._summary(saved, parsed, 3)
 
-    def declare(self, blueprint: Blueprint) -> builtins.list[str]:
-        """Keep the schedules a blueprint declares (`schedules:`), by their stable ids, and delete those it no
-        longer declares; unchanged ones are left as they are. Needs a run store (without one: nothing)."""
+    def declare(self, name: str, wanted_schedules: Sequence[DeclaredSchedule], kind: TargetKind = "workflow"
+                ) -> builtins.list[str]:
+        """Keep the schedules a blueprint or network manifest named `name` declares (`schedules:`), by their
+        stable ids, and delete those it no longer declares; unchanged ones are left as they are. Needs a run
+        store (without one: nothing)."""
         if self._orc.store is None:
             return []
-        declared = {s.id: s for s in self.store.schedules(target=blueprint.name) if s.origin == "declared"}
+        declared = {s.id: s for s in self.store.schedules(target=name)
+                    if s.origin == "declared" and s.target_kind == kind}
         kept: builtins.list[str] = []
-        for index, wanted in enumerate(blueprint.schedules):
-            schedule_id = wanted.id or (blueprint.name if index == 0 else f"{blueprint.name}.{index + 1}")
+        for index, wanted in enumerate(wanted_schedules):
+            schedule_id = wanted.id or (name if index == 0 else f"{name}.{index + 1}")
             current = declared.pop(schedule_id, None)
-            spec, policy, inputs = self._checked(blueprint.name, wanted.inputs, wanted.spec, wanted.policy,
-                                                 schedule_id)
+            spec, policy, inputs = self._checked(kind, name, wanted.inputs, wanted.spec, wanted.policy, schedule_id)
             if current is None or (current.spec, current.policy, current.inputs) != (
                     spec.model_dump(mode="json", exclude_none=True), policy, inputs):
-                self.create(workflow=blueprint.name, inputs=wanted.inputs, spec=wanted.spec, policy=wanted.policy,
+                self.create(**{kind: name}, inputs=wanted.inputs, spec=wanted.spec, policy=wanted.policy,
                             schedule_id=schedule_id, origin="declared", replace=True)
             kept.append(schedule_id)
         for gone in declared:
@@ -161,7 +163,7 @@ class Schedules:
                if_revision: int | None = None) -> dict[str, Any]:
         schedule = self._schedule(schedule_id)
         parsed, policy_doc, prepared = self._checked(
-            schedule.target, schedule.inputs if inputs is None else inputs,
+            schedule.target_kind, schedule.target, schedule.inputs if inputs is None else inputs,
             schedule.spec if spec is None else spec, schedule.policy if policy is None else policy, schedule_id)
         schedule.spec = parsed.model_dump(mode="json", exclude_none=True)
         schedule.policy, schedule.inputs = policy_doc, prepared
@@ -231,10 +233,10 @@ class Schedules:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _checked(self, workflow: str, inputs: Mapping[str, Any], spec: Mapping[str, Any],
+    def _checked(self, kind: TargetKind, target: str, inputs: Mapping[str, Any], spec: Mapping[str, Any],
                  policy: Mapping[str, Any] | None, schedule_id: str
                  ) -> tuple[ScheduleSpec, dict[str, Any], dict[str, Any]]:
-        """Every problem at once: the id, the spec, the policy, the workflow and its inputs."""
+        """Every problem at once: the id, the spec, the policy, the workflow (or network) and its inputs."""
         errors: list[dict[str, str]] = []
         parsed = policy_doc = None
         if not SCHEDULE_ID_TEXT.match(schedule_id):
@@ -248,13 +250,22 @@ class Schedules:
         except ScheduleInvalid as exc:
             errors.extend(_under("policy", exc))
         prepared: dict[str, Any] = dict(inputs)
-        try:
-            plan = self._orc.workflow_plan(workflow)
-        except IceError as exc:
-            errors.append({"path": "workflow", "message": exc.message})
+        if kind == "network":
+            if target not in self._orc.networks:
+                suggestion = nearest(target, self._orc.networks)
+                errors.append({"path": "network", "message": f"no network named {target!r}" + (
+                    f"; did you mean {suggestion!r}?" if suggestion else " (a served folder's networks/ holds them)")})
+            if inputs:
+                errors.append({"path": "inputs", "message": "a network takes no inputs: its workflows' inputs are "
+                                                            "in its manifest (templates there see `trigger`)"})
         else:
-            prepared, problems = plan.prepare_inputs(inputs)
-            errors.extend({"path": f"inputs.{p['path']}".rstrip("."), "message": p["message"]} for p in problems)
+            try:
+                plan = self._orc.workflow_plan(target)
+            except IceError as exc:
+                errors.append({"path": "workflow", "message": exc.message})
+            else:
+                prepared, problems = plan.prepare_inputs(inputs)
+                errors.extend({"path": f"inputs.{p['path']}".rstrip("."), "message": p["message"]} for p in problems)
         if errors or parsed is None or policy_doc is None:
             first = errors[0] if errors else {"path": "", "message": "invalid schedule"}
             more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
@@ -277,7 +288,7 @@ class Schedules:
     def _summary(self, schedule: ScheduleRecord, spec: ScheduleSpec, fires: int) -> dict[str, Any]:
         after = max(schedule.cursor or 0.0, self.now())
         return {
-            "id": schedule.id, "workflow": schedule.target, "inputs": schedule.inputs, "spec": schedule.spec,
+            "id": schedule.id, schedule.target_kind: schedule.target, "inputs": schedule.inputs, "spec": schedule.spec,
             "policy": schedule.policy, "state": {"paused": schedule.paused, "note": schedule.note},
             "revision": schedule.revision, "origin": schedule.origin,
             "created_at": slot_text(schedule.created_at), "updated_at": slot_text(schedule.updated_at),

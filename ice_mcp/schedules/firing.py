@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.errors import IceError
+from ice_mcp.blueprint.issues import nearest
+from ice_mcp.errors import IceError, UnknownName
 from ice_mcp.schedules.timing import (
     SchedulePolicy,
     ScheduleSpec,
@@ -29,7 +30,7 @@ from ice_mcp.schedules.timing import (
     slots_after,
     slots_between,
 )
-from ice_mcp.store.records import ACTIVE
+from ice_mcp.store.records import ACTIVE, NETWORK_ID_PREFIX
 from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord
 
 if TYPE_CHECKING:
@@ -57,8 +58,12 @@ async def start_slot(orc: Orchestrator, schedule: ScheduleRecord, slot: float, p
     `manual` for a trigger, `backfill`). Returns its run id."""
     trigger = {"kind": "schedule", "schedule_id": schedule.id, "slot": slot_text(slot),
                "previous_slot": slot_text(previous), **extra}
-    handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=slot_key(schedule.id, slot),
-                             trigger=trigger)
+    key = slot_key(schedule.id, slot)
+    if schedule.target_kind == "network":
+        if schedule.target not in orc.networks:  # another server may serve it: this one cannot start it
+            raise UnknownName("network", schedule.target, nearest(schedule.target, orc.networks))
+        return orc.start_network(schedule.target, idempotency_key=key, trigger=trigger, from_client=False).network_id
+    handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=key, trigger=trigger)
     return handle.run_id
 
 
@@ -297,8 +302,10 @@ class FiringLoop:
             return False
         for run_id in schedule.running:
             record = self._orc.get_run(run_id)
-            if record is not None and record.status in ("failed", "timed_out", "over_budget"):
-                schedule.paused, schedule.note = True, f"paused after run {run_id} ended {record.status}"
+            status = (self._orc.network_status(run_id) or {}).get("status") if run_id.startswith(
+                NETWORK_ID_PREFIX) else record.status if record is not None else None
+            if status in ("failed", "timed_out", "over_budget"):
+                schedule.paused, schedule.note = True, f"paused after run {run_id} ended {status}"
                 self._store.save_schedule(schedule, if_revision=schedule.revision)
                 return True
         return False
@@ -306,12 +313,24 @@ class FiringLoop:
     def _active(self, run_ids: list[str]) -> list[str]:
         active = []
         for run_id in run_ids:
+            if run_id.startswith(NETWORK_ID_PREFIX):
+                if self._network_active(run_id):
+                    active.append(run_id)
+                continue
             # Ended if either says so: this process's copy (its own run ends before the store hears) or the
             # store's (a copy of another process's run may lag behind it); unknown to both: being created.
             here, stored = self._orc.get_run(run_id), self._store.get(run_id)
             if not any(record is not None and record.status not in ACTIVE for record in (here, stored)):
                 active.append(run_id)
         return active
+
+    def _network_active(self, network_id: str) -> bool:
+        """A network run is not resumed when its server dies: running only while its server lives."""
+        if (here := self._orc.get_network(network_id)) is not None:
+            return not here.done
+        stored = self._store.run(network_id)
+        return (stored is not None and not stored.record.done
+                and self._store.owner_alive(stored.owner, self._orc.owner, self._orc.settings.lease_seconds))
 
     def _jitter(self, spec: ScheduleSpec, schedule_id: str, slot: float) -> float:
         if not spec.jitter_seconds:

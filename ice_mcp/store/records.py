@@ -8,6 +8,7 @@ from typing import Any
 
 from ice_mcp.types import Usage
 
+NETWORK_ID_PREFIX = "net_"  # a network run's id (its record is kept beside the runs of its workflows)
 # A run is under way while running, or while a `human` node waits for an answer.
 ACTIVE = frozenset({"running", "input_required"})
 

@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 
 from ice_mcp.errors import IceError
 
+TargetKind = Literal["workflow", "network"]  # what a schedule runs
 Outcome = Literal["started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
@@ -28,7 +29,7 @@ class ScheduleRecord:
 
     id: str
     target: str  # the workflow's or network's name
-    target_kind: Literal["workflow", "network"]
+    target_kind: TargetKind
     spec: dict[str, Any]
     inputs: dict[str, Any] = field(default_factory=dict)
     policy: dict[str, Any] = field(default_factory=dict)

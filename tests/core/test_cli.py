@@ -318,7 +318,7 @@ def test_serve_announces_once_it_listens(tmp_path: Path) -> None:
         # Port 0 was given: the banner names the port actually bound, and it answers right away.
         response = httpx2.get(f"{match.group(1)}/healthz", timeout=5)
         assert response.status_code == 200
-        assert response.json()["workflows"] == 7  # --templates registered the bundled templates
+        assert response.json()["workflows"] == 8  # --templates registered the bundled templates
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -67,4 +67,12 @@ def write_blueprints(folder: Path, extra: list[dict[str, Any]] | None = None) ->
     folder.mkdir(parents=True, exist_ok=True)
     for blueprint in [*BLUEPRINTS, *(extra or [])]:
         (folder / f"{blueprint['name']}.json").write_text(json.dumps(blueprint))
+    (folder / "networks").mkdir(exist_ok=True)
+    (folder / "networks" / "ui_pair.json").write_text(json.dumps(NETWORK))
     return folder
+
+
+# A network served by name from the folder's networks/ (schedules can run it).
+NETWORK = {"api_version": "network.v0", "name": "ui_pair", "workflows": [
+    {"id": "one", "ref": "inner", "inputs": {"who": "{{ trigger.kind }}"}},
+    {"id": "two", "ref": "inner", "after": "one"}]}

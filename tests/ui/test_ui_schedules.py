@@ -206,3 +206,31 @@ async def test_the_schedules_view_shows_next_fires_and_firings_linked_both_ways(
     await page.wait_for_selector("#schedule-title")
     assert page.url.endswith("#/schedules/ui-weekly")
     print(f"screenshots of the schedules view: {tmp_path}")
+
+
+async def test_a_network_schedule_shows_its_network_and_links_to_the_network_run(
+        page: Any, server: str, tmp_path: Path) -> None:
+    rpc(server, "schedule.create", network="ui_pair", inputs={}, spec={"every_seconds": 86400}, id="ui-network")
+    fired = rpc(server, "schedule.trigger", id="ui-network")
+    network_id = fired["run_id"]
+    assert network_id.startswith("net_")
+    deadline = time.monotonic() + 20
+    while (status := rpc(server, "run.status", run_id=network_id))["status"] != "succeeded":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    assert set(status["workflows"]) == {"one", "two"}
+
+    await page.goto(f"{server}/ui#/schedules")
+    row = page.locator('tr[data-schedule="ui-network"]')
+    await row.wait_for()
+    assert "network ui_pair" in await row.inner_text()
+    await row.click()
+    firing = page.locator(f'#firings tr[data-slot="{fired["slot"]}"]')
+    await firing.wait_for()
+    assert await firing.locator("a.firing-run").get_attribute("data-run") == network_id
+    await firing.locator("a.firing-run").click()
+    await page.wait_for_selector('#run-status [data-status="succeeded"]')
+    for workflow in ("one", "two"):  # the network's workflows drawn as its graph, with their end states
+        await page.wait_for_selector(f'[data-node="{workflow}"][data-state="succeeded"]')
+    await page.screenshot(path=str(tmp_path / "network-run.png"))
+    print(f"screenshot of a network run: {tmp_path}")

@@ -46,8 +46,9 @@ def _network(call: BuiltinCall) -> NetworkHandle | None:
 
 
 async def run_status(call: BuiltinCall) -> Answer:
-    if (network := _network(call)) is not None:
-        return Reply(network.result())
+    if call.args["run_id"].startswith(NETWORK_ID_PREFIX) and (
+            network := call.orc.network_status(call.args["run_id"])) is not None:
+        return Reply(network)  # here, or another process's as the store keeps it
     record = call.orc.get_run(call.args["run_id"])
     if record is None:
         raise _unknown_run(call.args["run_id"])

@@ -113,10 +113,11 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
                     "from": {**_INSTANT, "description": "Fires after this time (default now)."}}, ["spec"]),
         READ_ONLY, schedule_preview, rpc="schedule.preview"),
     BuiltinTool(
-        "schedule_create", "Run a workflow on a schedule (cron, interval or RRULE, in a time zone). Returns the "
-        "schedule with its id and next 3 fires. Each slot runs once, whichever server fires it.",
-        obj_schema({"workflow": {"type": "string", "description": "The registered workflow to run."},
-                    "network": {"type": "string", "description": "A network to run instead of a workflow."},
+        "schedule_create", "Run a workflow (or a served network) on a schedule (cron, interval or RRULE, in a time "
+        "zone). Returns the schedule with its id and next 3 fires. Each slot runs once, whichever server fires it.",
+        obj_schema({"workflow": {"type": "string", "description": "The registered workflow to run (or network)."},
+                    "network": {"type": "string", "description": "A network served from a folder's networks/, "
+                                "by name, to run instead of a workflow; it takes no inputs."},
                     "inputs": {"type": "object", "description": "The workflow's inputs for every run."},
                     "spec": SPEC_SCHEMA, "policy": POLICY_SCHEMA,
                     "id": {**_ID, "description": "An id of your own (default: generated)."}}, ["spec"]),
@@ -126,8 +127,8 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         "by outcome, and when a server last ran the firing loop on this store.",
         obj_schema({"id": _ID}, ["id"]), READ_ONLY, schedule_get, rpc="schedule.get", cli=("schedules", "show")),
     BuiltinTool(
-        "schedule_list", "Every schedule (optionally of one workflow) with its next fires.",
-        obj_schema({"workflow": {"type": "string"}}), READ_ONLY, schedule_list, rpc="schedule.list",
+        "schedule_list", "Every schedule (optionally of one workflow or network) with its next fires.",
+        obj_schema({"workflow": {"type": "string", "description": "A workflow's or a network's name."}}), READ_ONLY, schedule_list, rpc="schedule.list",
         cli=("schedules", "list")),
     BuiltinTool(
         "schedule_update", "Change a schedule's spec, policy or inputs (if_revision: only if it is still that "
@@ -145,7 +146,7 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         obj_schema({"id": _ID, "catch_up": {"type": "boolean"}}, ["id"]), _CHANGES, schedule_resume, scope="run",
         rpc="schedule.resume", cli=("schedules", "resume")),
     BuiltinTool(
-        "schedule_trigger", "Run a schedule's workflow now, outside its slots.",
+        "schedule_trigger", "Run a schedule's workflow (or network) now, outside its slots.",
         obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run", rpc="schedule.trigger",
         cli=("schedules", "trigger")),
     BuiltinTool(

@@ -102,6 +102,15 @@ export function makeSchedules(kit) {
     signal.addEventListener('abort', () => clearInterval(timer));
   }
 
+  // What a schedule runs: a workflow (its page) or a network (its runs: a network has no page of its own).
+  function targetName(s) { return s.workflow || s.network; }
+  function targetLink(s, extra) {
+    const name = targetName(s);
+    return s.workflow
+      ? h('a', { href: `#/workflows/${encodeURIComponent(name)}`, ...extra }, name)
+      : h('a', { href: `#/runs?workflow=${encodeURIComponent(name)}`, title: 'a network', ...extra }, `network ${name}`);
+  }
+
   async function listView(main, query, signal) {
     const workflow = query.get('workflow') || '';
     const body = h('div', { id: 'schedules-body' });
@@ -113,7 +122,7 @@ export function makeSchedules(kit) {
       if (error) { fill(body, errorBox(error)); return; }
       const rows = data.schedules.map((s) => h('tr', { dataset: { schedule: s.id }, onclick: () => { location.hash = scheduleHref(s.id); } },
         h('td', {}, h('a', { href: scheduleHref(s.id), class: 'mono schedule-id' }, s.id)),
-        h('td', {}, h('a', { href: `#/workflows/${encodeURIComponent(s.workflow)}`, onclick: (e) => e.stopPropagation() }, s.workflow)),
+        h('td', {}, targetLink(s, { onclick: (e) => e.stopPropagation() })),
         h('td', { class: 'wrap' }, specWords(s)),
         h('td', { class: 'wrap' }, stateBadge(s), pausedNote(s)),
         h('td', {}, fires(s.next_fires, 'next-fires')),
@@ -123,7 +132,7 @@ export function makeSchedules(kit) {
         loopLine(data.scheduler_alive_at),
         data.note ? h('p', { class: 'muted', id: 'schedules-note' }, data.note) : null,
         h('table', { class: 'runs-table schedules-table' },
-          h('thead', {}, h('tr', {}, ['Schedule', 'Workflow', 'When', 'State', 'Next fires (schedule time)', 'Firings', 'Last fired'].map((t) => h('th', {}, t)))),
+          h('thead', {}, h('tr', {}, ['Schedule', 'Runs', 'When', 'State', 'Next fires (schedule time)', 'Firings', 'Last fired'].map((t) => h('th', {}, t)))),
           h('tbody', {}, rows)),
         rows.length ? null : h('p', { class: 'muted empty' },
           'No schedules. Create one with the schedule_create tool, /rpc schedule.create, ice-mcp schedules create, or a blueprint\'s schedules:.'));
@@ -154,10 +163,10 @@ export function makeSchedules(kit) {
         h('div', { class: 'run-head' },
           h('h1', { class: 'schedule-title', id: 'schedule-title' }, s.id), stateBadge(s),
           h('span', { class: 'facts' },
-            h('span', {}, 'runs ', h('a', { href: `#/workflows/${encodeURIComponent(s.workflow)}` }, s.workflow)),
-            h('a', { href: `#/runs?workflow=${encodeURIComponent(s.workflow)}` }, `all ${s.workflow} runs`),
+            h('span', {}, 'runs ', targetLink(s)),
+            h('a', { href: `#/runs?workflow=${encodeURIComponent(targetName(s))}` }, `all ${targetName(s)} runs`),
             h('span', {}, `revision ${s.revision}`),
-            h('span', {}, s.origin === 'declared' ? 'declared by its blueprint' : 'created at run time'))),
+            h('span', {}, s.origin === 'declared' ? `declared by its ${s.workflow ? 'blueprint' : 'manifest'}` : 'created at run time'))),
         pausedNote(s),
         loopLine(s.scheduler_alive_at),
         h('div', { class: 'schedule-body' },
