@@ -6,12 +6,15 @@ The run store is the source of truth (every process on it sees the same schedule
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import logging
 import re
+import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
@@ -36,7 +39,9 @@ if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
+logger = logging.getLogger(__name__)
 SCHEDULE_ID_TEXT = re.compile(SCHEDULE_ID)
+TICK_WAIT_SECONDS = 10.0  # a trigger handed to Temporal starts here if its tick has not come by then
 MAX_BACKFILL = 1000  # slots one backfill may start
 
 
@@ -50,12 +55,24 @@ def _under(path: str, exc: ScheduleInvalid) -> list[dict[str, str]]:
     return [{"path": f"{path}.{p['path']}".rstrip("."), "message": p["message"]} for p in problems]
 
 
+class Mirror(Protocol):
+    """Where else the schedules live (Temporal Schedules on `--engine temporal`), kept in step with the store."""
+
+    def changed(self, schedule: ScheduleRecord) -> None: ...
+    def deleted(self, schedule_id: str) -> None: ...
+    async def settled(self) -> None: ...
+    async def trigger(self, schedule_id: str) -> bool: ...
+    async def aclose(self) -> None: ...
+
+
 class Schedules:
-    """The schedule desk of one orchestrator; `loop` is this process's part in firing them."""
+    """The schedule desk of one orchestrator; `loop` is this process's part in firing them, `mirror` the
+    Temporal Schedules that tick for them on the temporal engine."""
 
     def __init__(self, orc: Orchestrator) -> None:
         self._orc = orc
         self.loop: FiringLoop | None = None
+        self.mirror: Mirror | None = None
         self.clock: Callable[[], float] | None = None  # the store's clock unless a test sets one
 
     def now(self) -> float:
@@ -78,6 +95,9 @@ class Schedules:
         if self.loop is not None:
             await self.loop.stop()
             self.loop = None
+        if self.mirror is not None:
+            await self.mirror.aclose()
+            self.mirror = None
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -155,7 +175,7 @@ class Schedules:
                             schedule_id=schedule_id, origin="declared", replace=True)
             kept.append(schedule_id)
         for gone in declared:
-            self.store.delete_schedule(gone)
+            self._delete(gone)
         return kept
 
     def update(self, schedule_id: str, *, spec: Mapping[str, Any] | None = None,
@@ -174,7 +194,9 @@ class Schedules:
     def pause(self, schedule_id: str, note: str | None = None) -> dict[str, Any]:
         schedule = self._schedule(schedule_id)
         schedule.paused, schedule.note = True, note
-        return self._summary(self.store.save_schedule(schedule), parse_spec(schedule.spec), 3)
+        saved, spec = self.store.save_schedule(schedule), parse_spec(schedule.spec)
+        self._poke(saved, spec)
+        return self._summary(saved, spec, 3)
 
     def resume(self, schedule_id: str, catch_up: bool = False) -> dict[str, Any]:
         """Go on firing; without `catch_up` the slots passed while paused are one `paused` record, not runs."""
@@ -196,13 +218,56 @@ class Schedules:
         return self._summary(saved, spec, 3)
 
     async def trigger(self, schedule_id: str) -> dict[str, Any]:
-        """A run now, outside the slots (its firing's slot is now)."""
+        """A run now, outside the slots (its firing's slot is now). The slot is claimed first; on Temporal the
+        schedule handle's trigger starts it (here if its tick is late)."""
         schedule = self._schedule(schedule_id)
         now = self.now()
-        run_id = await start_slot(self._orc, schedule, now, schedule.cursor, manual=True)
-        self.store.add_firing(Firing(schedule_id, now, "started", run_id=run_id, fired_at=now,
-                                     replica=self._orc.owner.owner_id), running=[*schedule.running, run_id])
+        self.store.add_firing(Firing(schedule_id, now, "started", fired_at=now, replica=self._orc.owner.owner_id))
+        if self.mirror is not None and await self._mirrored(self.mirror.trigger(schedule_id)):
+            deadline = time.monotonic() + TICK_WAIT_SECONDS
+            while time.monotonic() < deadline:
+                found = next((f for f in self.store.firings(schedule_id, limit=50, outcome="started")
+                              if f.slot == now and f.run_id), None)
+                if found is not None:
+                    return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": found.run_id}
+                await asyncio.sleep(0.05)
+            logger.warning("schedule %s: Temporal's tick did not start the trigger in %.0f s: started here",
+                           schedule_id, TICK_WAIT_SECONDS)
+        run_id = await self._start_claimed(schedule, now)
         return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": run_id}
+
+    async def on_tick(self, schedule_id: str, scheduled_at: float) -> None:
+        """Temporal's clock ticked for a schedule: start its claimed triggers, then decide its due slots as the
+        firing loop does (the store's compare-and-set keeps each slot to one run, whoever decides first)."""
+        schedule = self.store.schedule(schedule_id)
+        if schedule is None:
+            return
+        for firing in self.store.firings(schedule_id, limit=50, outcome="started"):
+            if firing.run_id is None and firing.replica is not None:  # a trigger handed to Temporal
+                await self._start_claimed(schedule, firing.slot)
+        loop = self.loop or FiringLoop(self._orc, self.store, clock=self.now)
+        await loop.fire(self.store.schedule(schedule_id) or schedule, self.now())
+
+    async def _start_claimed(self, schedule: ScheduleRecord, slot: float) -> str:
+        """Start the run of a manual slot already claimed (its firing has no run yet) and record it."""
+        run_id = await start_slot(self._orc, schedule, slot, schedule.cursor, manual=True)
+        fresh = self.store.schedule(schedule.id) or schedule
+        self.store.update_firing(schedule.id, slot, expected="started", outcome="started", run_id=run_id,
+                                 running=[*fresh.running, run_id] if run_id not in fresh.running else None)
+        return run_id
+
+    async def _mirrored(self, call: Awaitable[bool]) -> bool:
+        """A call to Temporal's schedule; False (logged) when it has none for this schedule or is away."""
+        try:
+            return await call
+        except Exception as exc:
+            logger.warning("schedules: Temporal did not take the call: %s", exc)
+            return False
+
+    async def mirrored(self) -> None:
+        """Until the schedule changes made here reached Temporal (on the temporal engine)."""
+        if self.mirror is not None:
+            await self.mirror.settled()
 
     async def backfill(self, schedule_id: str, start: str, end: str) -> dict[str, Any]:
         """Runs for the slots between `start` and `end` (inclusive) that have none yet, all at once."""
@@ -226,10 +291,15 @@ class Schedules:
         return {"schedule_id": schedule_id, "started": started, "slots": len(slots)}
 
     def delete(self, schedule_id: str) -> dict[str, Any]:
-        deleted = self.store.delete_schedule(schedule_id)
+        deleted = self._delete(schedule_id)
         if not deleted:
             self._schedule(schedule_id)  # raises unknown_schedule with the nearest id
         return {"id": schedule_id, "deleted": deleted}
+
+    def _delete(self, schedule_id: str) -> bool:
+        if self.mirror is not None:
+            self.mirror.deleted(schedule_id)
+        return self.store.delete_schedule(schedule_id)
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -302,8 +372,10 @@ class Schedules:
                 "fired_at": slot_text(firing.fired_at), "replica": firing.replica, "count": firing.count}
 
     def _poke(self, schedule: ScheduleRecord, spec: ScheduleSpec) -> None:
-        """Wake this process's loop only if the schedule's next slot comes before it would look anyway (a
-        burst of creates must not walk every schedule once per create)."""
+        """Tell Temporal (if it keeps the clock) and wake this process's loop, only if the schedule's next slot
+        comes before it would look anyway (a burst of creates must not walk every schedule once per create)."""
+        if self.mirror is not None:
+            self.mirror.changed(schedule)
         if self.loop is not None:
             following = slots_after(spec, instant(schedule.decided_until), 1)
             if following:

@@ -158,7 +158,26 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
         logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
     if orc.store is not None:
         orc.schedules.start_loop()  # every server on a store takes part in firing its schedules
+        if settings.engine == "temporal":
+            await _temporal_clock(orc)
     return orc
+
+
+async def _temporal_clock(orc: Orchestrator) -> None:
+    """On the temporal engine each schedule is also a Temporal Schedule (the clock); repair drift at start."""
+    from ice_mcp.engines.temporal.client import connect  # temporalio: only on this engine
+    from ice_mcp.engines.temporal.clock import open_clock
+
+    assert orc.store is not None
+    try:
+        clock = await open_clock(await connect(orc.settings, orc.store), orc.settings.temporal_task_queue,
+                                 orc.schedules)
+        orc.schedules.mirror = clock
+        done = await clock.reconcile(orc.store.schedules())
+    except Exception as exc:  # Temporal away: the servers' firing loop keeps every schedule firing
+        logger.warning("schedules: Temporal Schedules not kept in step (the firing loop fires them): %s", exc)
+        return
+    logger.info("schedules: Temporal Schedules reconciled: %s", done)
 
 
 async def _serve(args: argparse.Namespace) -> None:

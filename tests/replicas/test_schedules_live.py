@@ -1,15 +1,18 @@
 """Schedules across real processes: three `ice-mcp serve --http` on one store (Redis, then one data folder)
 fire a 1-second schedule's 60 slots exactly once each while one of them is SIGKILLed at slot 30 and started
-again at slot 45; and the same with `--engine temporal`, two workers running the runs."""
+again at slot 45; and the same with `--engine temporal` (a Temporal Schedule ticking beside the servers' loops),
+two workers running the runs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from live import ServerProcess
@@ -75,6 +78,10 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
         servers[1].start()  # at slot 45
         wait_until(first + SLOTS + 3)
         history = servers[2].rpc("schedule.history", id="every_second", limit=200)["firings"]
+        if kind == "temporal":  # the servers made it a Temporal Schedule, whose ticks came every second
+            described = asyncio.run(describe_schedule(temporal.address, "ice-sched:every_second"))
+            assert described.schedule.policy.catchup_window == timedelta(days=1)
+            assert described.info.num_actions >= SLOTS - 5, described.info
     finally:
         for server in servers:
             server.stop()
@@ -92,6 +99,13 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
     late = [datetime.fromisoformat(f["fired_at"].replace("Z", "+00:00")).timestamp()
             - datetime.fromisoformat(f["slot"].replace("Z", "+00:00")).timestamp() for f in started]
     assert max(late) < 5.0, sorted(late)[-5:]
+
+
+async def describe_schedule(address: str, schedule_id: str) -> Any:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return await client.get_schedule_handle(schedule_id).describe()
 
 
 @pytest.mark.slow

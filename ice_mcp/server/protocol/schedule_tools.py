@@ -53,6 +53,12 @@ _CHANGES = Hints(read_only=False, destructive=False, idempotent=True, open_world
 _STARTS = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)
 
 
+async def _kept(call: BuiltinCall, answer: dict[str, Any]) -> Answer:
+    """The answer once the change also reached Temporal's schedule (on the temporal engine)."""
+    await call.orc.schedules.mirrored()
+    return Reply(answer)
+
+
 async def schedule_preview(call: BuiltinCall) -> Answer:
     args = call.args
     return Reply(call.orc.schedules.preview(args["spec"], int(args.get("count", 10)), args.get("from")))
@@ -60,7 +66,7 @@ async def schedule_preview(call: BuiltinCall) -> Answer:
 
 async def schedule_create(call: BuiltinCall) -> Answer:
     args = call.args
-    return Reply(call.orc.schedules.create(
+    return await _kept(call, call.orc.schedules.create(
         workflow=args.get("workflow"), network=args.get("network"), inputs=args.get("inputs"), spec=args["spec"],
         policy=args.get("policy"), schedule_id=args.get("id")))
 
@@ -75,16 +81,16 @@ async def schedule_list(call: BuiltinCall) -> Answer:
 
 async def schedule_update(call: BuiltinCall) -> Answer:
     args = call.args
-    return Reply(call.orc.schedules.update(args["id"], spec=args.get("spec"), policy=args.get("policy"),
-                                           inputs=args.get("inputs"), if_revision=args.get("if_revision")))
+    return await _kept(call, call.orc.schedules.update(args["id"], spec=args.get("spec"), policy=args.get("policy"),
+                                                       inputs=args.get("inputs"), if_revision=args.get("if_revision")))
 
 
 async def schedule_pause(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.schedules.pause(call.args["id"], call.args.get("note")))
+    return await _kept(call, call.orc.schedules.pause(call.args["id"], call.args.get("note")))
 
 
 async def schedule_resume(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.schedules.resume(call.args["id"], bool(call.args.get("catch_up", False))))
+    return await _kept(call, call.orc.schedules.resume(call.args["id"], bool(call.args.get("catch_up", False))))
 
 
 async def schedule_trigger(call: BuiltinCall) -> Answer:
@@ -97,7 +103,7 @@ async def schedule_backfill(call: BuiltinCall) -> Answer:
 
 
 async def schedule_delete(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.schedules.delete(call.args["id"]))
+    return await _kept(call, call.orc.schedules.delete(call.args["id"]))
 
 
 async def schedule_history(call: BuiltinCall) -> Answer:
