@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.errors import IceError, UnknownName
-from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, start_slot
+from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, previous_slot, start_slot
 from ice_mcp.schedules.timing import (
     ScheduleInvalid,
     ScheduleSpec,
@@ -62,6 +62,7 @@ class Mirror(Protocol):
     def deleted(self, schedule_id: str) -> None: ...
     async def settled(self) -> None: ...
     async def trigger(self, schedule_id: str) -> bool: ...
+    async def backfill(self, schedule_id: str, start: datetime, end: datetime) -> bool: ...
     async def aclose(self) -> None: ...
 
 
@@ -224,15 +225,8 @@ class Schedules:
         now = self.now()
         self.store.add_firing(Firing(schedule_id, now, "started", fired_at=now, replica=self._orc.owner.owner_id))
         if self.mirror is not None and await self._mirrored(self.mirror.trigger(schedule_id)):
-            deadline = time.monotonic() + TICK_WAIT_SECONDS
-            while time.monotonic() < deadline:
-                found = next((f for f in self.store.firings(schedule_id, limit=50, outcome="started")
-                              if f.slot == now and f.run_id), None)
-                if found is not None:
-                    return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": found.run_id}
-                await asyncio.sleep(0.05)
-            logger.warning("schedule %s: Temporal's tick did not start the trigger in %.0f s: started here",
-                           schedule_id, TICK_WAIT_SECONDS)
+            if (run_id := (await self._started_by_ticks(schedule_id, [now])).get(now)) is not None:
+                return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": run_id}
         run_id = await self._start_claimed(schedule, now)
         return {"schedule_id": schedule_id, "slot": slot_text(now), "run_id": run_id}
 
@@ -242,15 +236,24 @@ class Schedules:
         schedule = self.store.schedule(schedule_id)
         if schedule is None:
             return
-        for firing in self.store.firings(schedule_id, limit=50, outcome="started"):
-            if firing.run_id is None and firing.replica is not None:  # a trigger handed to Temporal
-                await self._start_claimed(schedule, firing.slot)
+        # A trigger's claim is among the newest firings; a backfill's tick comes at its slot's own time.
+        claims = [f for f in self.store.firings(schedule_id, limit=10, outcome="started") if f.run_id is None]
+        backfilled = self.store.firing(schedule_id, scheduled_at)
+        if backfilled is not None and backfilled.outcome == "started" and backfilled.run_id is None:
+            claims.append(backfilled)
+        for slot in sorted({f.slot for f in claims}):
+            await self._start_claimed(schedule, slot)
         loop = self.loop or FiringLoop(self._orc, self.store, clock=self.now)
         await loop.fire(self.store.schedule(schedule_id) or schedule, self.now())
 
     async def _start_claimed(self, schedule: ScheduleRecord, slot: float) -> str:
-        """Start the run of a manual slot already claimed (its firing has no run yet) and record it."""
-        run_id = await start_slot(self._orc, schedule, slot, schedule.cursor, manual=True)
+        """Start the run of a slot claimed by a trigger (any time) or a backfill (one of the spec's slots),
+        whose firing has no run yet, and record it."""
+        spec = parse_spec(schedule.spec)
+        if slots_between(spec, instant(slot - 1e-6), instant(slot), 1):
+            run_id = await start_slot(self._orc, schedule, slot, previous_slot(spec, slot), backfill=True)
+        else:
+            run_id = await start_slot(self._orc, schedule, slot, schedule.cursor, manual=True)
         fresh = self.store.schedule(schedule.id) or schedule
         self.store.update_firing(schedule.id, slot, expected="started", outcome="started", run_id=run_id,
                                  running=[*fresh.running, run_id] if run_id not in fresh.running else None)
@@ -270,7 +273,9 @@ class Schedules:
             await self.mirror.settled()
 
     async def backfill(self, schedule_id: str, start: str, end: str) -> dict[str, Any]:
-        """Runs for the slots between `start` and `end` (inclusive) that have none yet, all at once."""
+        """Runs for the slots between `start` and `end` (inclusive) that have none yet and that the schedule
+        has decided (later ones are its own to fire). Each slot is claimed first; on Temporal the schedule
+        handle's backfill starts them (here if its ticks are late)."""
         schedule = self._schedule(schedule_id)
         spec = parse_spec(schedule.spec)
         begin, until = parse_instant(start), parse_instant(end)
@@ -281,14 +286,34 @@ class Schedules:
         if len(slots) > MAX_BACKFILL:
             raise ScheduleInvalid(f"a backfill starts at most {MAX_BACKFILL} runs; this range has more",
                                   details={"errors": [{"path": "end", "message": "too many slots"}]})
-        started, previous = [], None
-        for slot in (s.timestamp() for s in slots):
-            run_id = await start_slot(self._orc, schedule, slot, previous, backfill=True)
-            previous = slot
-            if self.store.add_firing(Firing(schedule_id, slot, "started", run_id=run_id, fired_at=self.now(),
-                                            replica=self._orc.owner.owner_id)):
-                started.append({"slot": slot_text(slot), "run_id": run_id})
-        return {"schedule_id": schedule_id, "started": started, "slots": len(slots)}
+        now, me = self.now(), self._orc.owner.owner_id
+        past = [t for t in (s.timestamp() for s in slots) if t <= schedule.decided_until]
+        claimed = [t for t in past if self.store.add_firing(Firing(schedule_id, t, "started", fired_at=now,
+                                                                   replica=me))]
+        runs: dict[float, str] = {}
+        if claimed and self.mirror is not None and await self._mirrored(
+                self.mirror.backfill(schedule_id, instant(claimed[0]), instant(claimed[-1]))):
+            runs = await self._started_by_ticks(schedule_id, claimed)
+        for slot in claimed:
+            if slot not in runs:
+                runs[slot] = await self._start_claimed(schedule, slot)
+        return {"schedule_id": schedule_id, "slots": len(slots), "later_slots": len(slots) - len(past),
+                "started": [{"slot": slot_text(slot), "run_id": runs[slot]} for slot in claimed]}
+
+    async def _started_by_ticks(self, schedule_id: str, slots: builtins.list[float]) -> dict[float, str]:
+        """The runs Temporal's ticks started for claimed slots, waited for up to TICK_WAIT_SECONDS."""
+        runs: dict[float, str] = {}
+        deadline = time.monotonic() + TICK_WAIT_SECONDS
+        while len(runs) < len(slots) and time.monotonic() < deadline:
+            for slot in slots:
+                if slot not in runs and (found := self.store.firing(schedule_id, slot)) is not None and found.run_id:
+                    runs[slot] = found.run_id
+            if len(runs) < len(slots):
+                await asyncio.sleep(0.05)
+        if len(runs) < len(slots):
+            logger.warning("schedule %s: Temporal's ticks started %d of %d slots in %.0f s: the rest start here",
+                           schedule_id, len(runs), len(slots), TICK_WAIT_SECONDS)
+        return runs
 
     def delete(self, schedule_id: str) -> dict[str, Any]:
         deleted = self._delete(schedule_id)

@@ -278,6 +278,12 @@ class RedisSchedules:
         return found[:limit]
 
     @unavailable
+    def firing(self, schedule_id: str, slot: float) -> Firing | None:
+        """The firing of one slot (a `missed` or `paused` row only by the last slot of its stretch)."""
+        text = self._redis.hget(self._key("firing", schedule_id), _float(slot))
+        return None if text is None else _firing(schedule_id, text)
+
+    @unavailable
     def note_scheduler(self, at: float) -> None:
         """Note that a firing loop ran at `at` (the latest time noted stays)."""
         self._note_scheduler(keys=[self._key("scheduler_alive")], args=[_float(at)])

@@ -229,6 +229,13 @@ class SqliteSchedules:
             rows = self._read.execute(query + " ORDER BY slot DESC LIMIT ?", (*args, limit)).fetchall()
         return [_firing(row) for row in rows]
 
+    def firing(self, schedule_id: str, slot: float) -> Firing | None:
+        """The firing of one slot (a `missed` or `paused` row only by the last slot of its stretch)."""
+        with self._read_lock:
+            row = self._read.execute(f"SELECT {_FIRING_COLUMNS} FROM firings WHERE schedule_id = ? AND slot = ?",
+                                     (schedule_id, float(slot))).fetchone()
+        return None if row is None else _firing(row)
+
     def note_scheduler(self, at: float) -> None:
         """Note that a firing loop ran at `at` (the latest time noted stays)."""
         with self._read_lock:

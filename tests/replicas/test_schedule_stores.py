@@ -246,6 +246,16 @@ def test_many_firings_filtered_across_pages(store: RunStorage) -> None:
         SLOT + 900, SLOT + 800, SLOT + 700, SLOT + 600, SLOT + 500]
 
 
+def test_one_slots_firing_is_read_by_its_exact_slot(store: RunStorage, other: RunStorage) -> None:
+    store.save_schedule(definition())
+    assert store.advance("nightly", None, SLOT + 60, [firing(SLOT, "started"), firing(SLOT + 60, "missed")])
+    assert store.add_firing(firing(0.1 + 0.2, "started"))
+    found = other.firing("nightly", SLOT + 60)
+    assert found is not None and (found.slot, found.outcome) == (SLOT + 60, "missed")
+    assert other.firing("nightly", 0.1 + 0.2) is not None and other.firing("nightly", 0.3) is None
+    assert other.firing("nightly", SLOT + 30) is None and other.firing("elsewhere", SLOT) is None
+
+
 def test_floats_round_trip_exactly(store: RunStorage, other: RunStorage) -> None:
     odd = [SLOT, 0.1 + 0.2, 1_767_225_600.123456789, 2.0**-30, 1e300, 1_767_225_601.0]
     store.save_schedule(definition(cursor=SLOT))

@@ -312,3 +312,29 @@ async def test_a_machine_clock_off_the_stores_is_told_once(orc: Orchestrator, se
         await loop.tick()
     told = [r.getMessage() for r in caplog.records if "clock" in r.getMessage()]
     assert len(told) == 1 and "30" in told[0]
+
+
+async def test_backfill_claims_the_decided_slots_without_a_run_and_leaves_later_ones_to_the_loop(
+        orc: Orchestrator, seen: list[dict[str, Any]]) -> None:
+    register(orc)
+    clock = Clock(START)
+    loop = loop_at(orc, clock)
+    orc.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 60}, schedule_id="bf")
+    orc.schedules.pause("bf")
+    clock.now = START + 5 * 60 + 1
+    orc.schedules.resume("bf")  # slots 1..5 passed while paused: one `paused` row, at slot 5
+    slot = [f"2026-11-26T00:0{n}:00Z" for n in range(10)]
+    filled = await orc.schedules.backfill("bf", slot[0], slot[8])  # slots 6..8 are still to come
+    await settle(orc)
+    # Slot 0 came as the schedule was made (never fired): a backfill is for such slots too.
+    assert [s["slot"] for s in filled["started"]] == slot[0:5]
+    assert filled["slots"] == 9 and filled["later_slots"] == 3
+    assert sorted(s["slot"] for s in seen) == slot[0:5]
+    previous = [s["previous"] for s in sorted(seen, key=lambda s: s["slot"])]
+    assert previous == ["2026-11-25T23:59:00Z", *slot[0:4]]  # the nominal slot before each
+    again = await orc.schedules.backfill("bf", slot[0], slot[8])  # every decided slot has its firing now
+    assert again["started"] == [] and len(seen) == 5
+    clock.now = START + 6 * 60 + 0.5
+    await loop.tick()  # the loop fires slot 6 as usual: the backfill did not take it
+    await settle(orc)
+    assert [s["slot"] for s in seen][-1] == slot[6]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporal_cluster import Cluster
 from temporalio.client import (
@@ -34,6 +34,10 @@ async def clock_of(orc: Orchestrator) -> tuple[TemporalClock, Client]:
     clock = await open_clock(client, orc.settings.temporal_task_queue, orc.schedules)
     orc.schedules.mirror = clock
     return clock, client
+
+
+def instant_text(slot: float) -> str:
+    return datetime.fromtimestamp(slot, UTC).isoformat().replace("+00:00", "Z")
 
 
 def started(orc: Orchestrator, schedule_id: str) -> list[str]:
@@ -91,6 +95,21 @@ async def test_temporal_ticks_start_the_slots_and_pause_and_trigger_go_through_t
     assert (await handle.describe()).info.num_actions == actions + 1
     [text] = await settled_runs(orc, [fired["run_id"]])
     assert text == f"schedule {fired['slot']}"
+
+    # A backfill through the handle: the slots are claimed in the store, Temporal's backfill ticks start them.
+    orc.schedules.resume(schedule_id)  # the paused slots become one `paused` row: those before its last have none
+    await orc.schedules.mirrored()
+    assert orc.store is not None
+    decided = [f.slot for f in orc.store.firings(schedule_id, limit=100) if f.slot % 1 == 0]  # not the trigger
+    first, last = min(decided), max(decided)
+    missed = [slot for slot in range(int(first), int(last) + 1) if orc.store.firing(schedule_id, slot) is None]
+    assert len(missed) >= 2, "the pause left slots without a run"
+    actions = (await handle.describe()).info.num_actions
+    filled = await orc.schedules.backfill(schedule_id, instant_text(missed[0]), instant_text(missed[-1]))
+    assert [s["slot"] for s in filled["started"]] == [instant_text(slot) for slot in missed]
+    assert (await handle.describe()).info.num_actions >= actions + len(missed)  # Temporal's ticks did it
+    texts = await settled_runs(orc, [s["run_id"] for s in filled["started"]])
+    assert texts == [f"schedule {instant_text(slot)}" for slot in missed]
 
     orc.schedules.delete(schedule_id)
     await orc.schedules.mirrored()

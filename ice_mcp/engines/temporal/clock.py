@@ -5,8 +5,8 @@ servers' own task queue (`{queue}-schedules`); its activity hands the tick to th
 which decides the due slots exactly as the firing loop does (one compare-and-set per slot), so a slot runs
 once whether Temporal's tick or a server's loop decides it first (the loop stays: it covers specs Temporal
 times otherwise, and Temporal being away). No blueprint is put into a schedule's arguments (a stale
-definition would keep firing). Pause and trigger go through the schedule handle; a backfill starts its runs
-from the store's claim (Temporal would compute the slots by its own DST rules); a reconciler at start
+definition would keep firing). Pause, trigger and backfill go through the schedule handle (a trigger's or a
+backfill's slots are claimed in the store first; a tick starts the claimed ones); a reconciler at start
 repairs drift between the store and Temporal by the `ice-sched:` prefix.
 """
 
@@ -29,6 +29,7 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleBackfill,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
@@ -229,6 +230,18 @@ class TemporalClock:
         """A tick now, through the handle; False when the schedule has no Temporal Schedule."""
         try:
             await self.client.get_schedule_handle(PREFIX + schedule_id).trigger(overlap=ScheduleOverlapPolicy.ALLOW_ALL)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    async def backfill(self, schedule_id: str, start: datetime, end: datetime) -> bool:
+        """Ticks for the slots from `start` to `end`, through the handle; False without a Temporal Schedule."""
+        try:
+            await self.client.get_schedule_handle(PREFIX + schedule_id).backfill(ScheduleBackfill(
+                start_at=start - timedelta(seconds=1), end_at=end + timedelta(seconds=1),
+                overlap=ScheduleOverlapPolicy.ALLOW_ALL))
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False

@@ -156,7 +156,8 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run", rpc="schedule.trigger",
         cli=("schedules", "trigger")),
     BuiltinTool(
-        "schedule_backfill", "Run the slots between start and end (inclusive) that have no run yet.",
+        "schedule_backfill", "Run the slots between start and end (inclusive) that have no firing yet, up to the "
+        "schedule's last decided slot (later ones it fires itself); `later_slots` counts those left.",
         obj_schema({"id": _ID, "start": _INSTANT, "end": _INSTANT}, ["id", "start", "end"]), _STARTS,
         schedule_backfill, scope="run", rpc="schedule.backfill"),
     BuiltinTool(
