@@ -89,6 +89,8 @@ def inputs_for(case: str, url: str) -> dict[str, Any]:
         "render_summary": {"rows": [{"week": 1, "amount": 10}], "title": "Weekly"},
         "research_fanout": {"topic": "ice", "questions": ["Why does it float?", "Why is it slippery?"]},
         "retry_until_valid": {"request": "a flag", "schema": {"type": "object"}},
+        "sales_insights": {"path": "sales.csv", "total": 250, "week_of": "2026-11-30T08:00:00Z",
+                           "report_path": "reports/weekly.md"},
         "every_type": {"values": [1, 2, 3]},
     }[case]
 
