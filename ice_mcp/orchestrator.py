@@ -32,6 +32,7 @@ from ice_mcp.engines import Engine, Launch, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
 from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
+from ice_mcp.hooks.desk import Hooks
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import (
     NETWORK_ID_PREFIX,
@@ -102,6 +103,7 @@ class Orchestrator:
         self.questions = Questions()  # where `human` nodes wait for answers
         self._answers = Answers(self)  # and where the answers arrive, here or from another process
         self.schedules = Schedules(self)  # kept in the run store; a server's firing loop starts their runs
+        self.hooks = Hooks(self)  # webhooks kept in the run store; `serve --http` receives their deliveries
         self.runner = Runner()
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self.engine: Engine = engine or open_engine(self)

@@ -42,6 +42,8 @@ class Settings:
     temporal_namespace: str = "default"
     temporal_task_queue: str = "ice-mcp"
     temporal_heartbeat_seconds: float = 10.0  # a node's activity silent this long lost its worker: it runs again
+    webhook_max_bytes: int = 1024 * 1024  # the largest webhook delivery read (413 past it)
+    public_url: str | None = None  # where callers reach `serve --http` (webhook URLs); default: its address
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -66,6 +68,10 @@ class Settings:
             values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
         if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
             values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
+        if env.get("ICE_MCP_WEBHOOK_MAX_BYTES"):
+            values["webhook_max_bytes"] = int(env["ICE_MCP_WEBHOOK_MAX_BYTES"])
+        if env.get("ICE_MCP_PUBLIC_URL"):
+            values["public_url"] = env["ICE_MCP_PUBLIC_URL"].rstrip("/")
         if env.get("ICE_MCP_MAX_RUNS"):
             values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
         if env.get("ICE_MCP_STATE"):

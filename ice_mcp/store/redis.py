@@ -51,6 +51,7 @@ from ice_mcp.store.base import (
     owner_gone,
 )
 from ice_mcp.store.records import ACTIVE, RunRecord
+from ice_mcp.store.redis_hooks import RedisHooks
 from ice_mcp.store.redis_schedules import RedisSchedules, unavailable
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class RedisRunStore(RedisSchedules, QueuedWriter):
+class RedisRunStore(RedisSchedules, RedisHooks, QueuedWriter):
     """Runs, journals, owners, idempotency keys, caller spend and blueprints in one Redis, shared."""
 
     shared = True

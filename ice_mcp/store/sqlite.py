@@ -38,6 +38,7 @@ from ice_mcp.store.base import (
     owner_gone,
 )
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
 from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
@@ -139,7 +140,7 @@ def open_store(state_url: str | None, data_dir: Path, *,
                    code="invalid_state_url", details={"scheme": scheme})
 
 
-class RunStore(SqliteSchedules, QueuedWriter):
+class RunStore(SqliteSchedules, SqliteHooks, QueuedWriter):
     """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
 
     shared = False
@@ -155,7 +156,7 @@ class RunStore(SqliteSchedules, QueuedWriter):
         self._read = self._connect(target)
         self._read_lock = threading.Lock()
         with self._read_lock:
-            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA)
+            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA + HOOK_SCHEMA)
             self._migrate()
         self._write = self._connect(target)
         self._start_queue()

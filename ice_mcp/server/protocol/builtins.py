@@ -14,6 +14,7 @@ from typing import Any
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
 from ice_mcp.server.protocol.documents import parse_document
+from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.tool_table import (
     BLUEPRINT_SCHEMA,
@@ -216,6 +217,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         network_execute, scope="run", alias="network.execute", rpc="network.execute", cli=("network", "run")),
     *SCHEDULE_TOOLS,
+    *HOOK_TOOLS,
 )
 
 BY_NAME: dict[str, BuiltinTool] = {tool.name: tool for tool in BUILTINS}

@@ -16,6 +16,7 @@ from ice_mcp.server.access import caller_id
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
+from ice_mcp.server.web.hooks import hook_routes
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
 from ice_mcp.server.web.sessions import LimitedSessionManager, SessionEndpoint
 from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
@@ -38,6 +39,7 @@ def create_http_app(
     token = token if token is not None else (os.environ.get("ICE_MCP_TOKEN") or None)
     server = build_server(orc, options)
     settings = security_settings(host, port, allowed_hosts)
+    orc.hooks.base_url = orc.settings.public_url or f"http://{host}:{port}"  # what webhook_create answers
     security = TransportSecurityMiddleware(settings)
     methods = rpc_methods(orc, server.ice_calls, read_only=options.read_only)
 
@@ -78,6 +80,7 @@ def create_http_app(
             Route("/mcp", SessionEndpoint(manager, token_configured=bool(token))),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            *hook_routes(orc),
             *ui_routes(orc, _ui_config(server, options), security),
         ],
         lifespan=lambda _app: manager.run(),

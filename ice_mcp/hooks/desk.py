@@ -1,0 +1,291 @@
+"""An orchestrator's webhooks: kept in the run store, and each delivery verified, mapped and started once.
+
+A delivery's id (`webhook-id`, `X-GitHub-Delivery` or `Idempotency-Key`) is its run's idempotency key
+`hook:{id}:{delivery}` (racing servers attach to one run) and is kept with the run id for good, so a
+redelivery at any later time, on any server, answers with the same run and starts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import json
+import re
+import time
+import urllib.parse
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast, get_args
+
+from ice_mcp.blueprint.issues import nearest
+from ice_mcp.blueprint.models import SCHEDULE_ID
+from ice_mcp.core.templates import Scope, compile_value
+from ice_mcp.errors import IceError, TemplateCompileError, UnknownName
+from ice_mcp.hooks.signing import Unverified, new_secret, verify
+from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
+from ice_mcp.store.records import iso
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.store.base import RunStorage
+
+HOOK_ID_TEXT = re.compile(SCHEDULE_ID)  # the same shape as a schedule's id
+AUTHS: tuple[str, ...] = get_args(Auth)
+MAX_WAIT_SECONDS = 25.0
+
+
+class HookInvalid(IceError):
+    """A webhook definition with problems (all of them in details.errors)."""
+
+    code = "invalid_webhook"
+
+
+@dataclass(slots=True)
+class Delivery:
+    """What `POST /hooks/{id}` answers: an HTTP status, a JSON body and headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _refusal(status: int, code: str, message: str, **extra: Any) -> Delivery:
+    return Delivery(status, {"error": {"code": code, "message": message, **extra}})
+
+
+class Hooks:
+    """The webhook desk of one orchestrator. `base_url` is where senders reach this server (`serve --http`
+    sets it; ICE_MCP_PUBLIC_URL overrides it behind a proxy)."""
+
+    def __init__(self, orc: Orchestrator) -> None:
+        self._orc = orc
+        self.base_url: str | None = None
+        self.clock = time.time
+
+    @property
+    def store(self) -> RunStorage:
+        if self._orc.store is None:
+            raise IceError("webhooks are kept in the run store, and this orchestrator has none", code="no_store")
+        return self._orc.store
+
+    # -- managing ---------------------------------------------------------------------------------------
+
+    def create(self, *, workflow: str | None = None, network: str | None = None,
+               inputs: Mapping[str, Any] | None = None, auth: str = "standard", hook_id: str | None = None
+               ) -> dict[str, Any]:
+        """Check everything, then keep the hook; its secret is in this answer only."""
+        errors: list[dict[str, str]] = []
+        hook_id = hook_id or f"h_{uuid.uuid4().hex[:12]}"
+        if not HOOK_ID_TEXT.match(hook_id):
+            errors.append({"path": "id", "message": "1-64 letters, digits, '_', '.' or '-'"})
+        if bool(workflow) == bool(network):
+            errors.append({"path": "workflow", "message": "name one of workflow, network"})
+        elif network and network not in self._orc.networks:
+            errors.append({"path": "network", "message": f"no network named {network!r}",
+                           **_hint(nearest(network, self._orc.networks))})
+        elif workflow and workflow not in self._orc.registry.workflows:
+            errors.append({"path": "workflow", "message": f"no workflow named {workflow!r}",
+                           **_hint(nearest(workflow, self._orc.registry.workflows))})
+        if auth not in AUTHS:
+            errors.append({"path": "auth", "message": f"one of {', '.join(AUTHS)}"})
+        if inputs is not None:
+            try:
+                names = compile_value(dict(inputs)).names
+            except TemplateCompileError as exc:
+                errors.append({"path": "inputs", "message": str(exc)})
+            else:
+                if names - {"trigger"}:
+                    errors.append({"path": "inputs", "message": "templates here read only `trigger` (body, "
+                                                                f"headers, query), not {sorted(names - {'trigger'})}"})
+        if network and inputs:
+            errors.append({"path": "inputs", "message": "a network takes no inputs"})
+        if errors:
+            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+            raise HookInvalid(f"{errors[0]['path']}: {errors[0]['message']}{more}", details={"errors": errors})
+        if self.store.hook(hook_id) is not None:
+            raise IceError(f"a webhook {hook_id!r} exists: delete it first", code="webhook_exists",
+                           details={"id": hook_id})
+        secret = new_secret()
+        hook = HookRecord(hook_id, str(workflow or network), "network" if network else "workflow",
+                          auth=cast(Auth, auth), inputs=dict(inputs) if inputs is not None else None,
+                          secrets=[HookSecret(secret)], created_at=self.clock())
+        self.store.save_hook(hook)
+        return {**self._summary(hook), "secret": secret}
+
+    def list(self) -> dict[str, Any]:
+        return {"hooks": [self._summary(h) for h in self.store.hooks()]}
+
+    def delete(self, hook_id: str) -> dict[str, Any]:
+        if not self.store.delete_hook(hook_id):
+            self._hook(hook_id)  # unknown_webhook with the nearest id
+        return {"id": hook_id, "deleted": True}
+
+    def rotate_secret(self, hook_id: str, overlap_seconds: float = 86400.0) -> dict[str, Any]:
+        """A new secret; the current one stays valid `overlap_seconds` more (senders move over meanwhile)."""
+        if overlap_seconds < 0:
+            raise HookInvalid("overlap_seconds: 0 or more", details={"errors": [
+                {"path": "overlap_seconds", "message": "0 or more"}]})
+        hook = self._hook(hook_id)
+        now = self.clock()
+        ends = now + overlap_seconds
+        kept = [HookSecret(s.secret, min(s.expires_at or ends, ends)) for s in hook.secrets if _live(s, now)]
+        secret = new_secret()
+        hook.secrets = [HookSecret(secret), *(s for s in kept if s.expires_at is not None and s.expires_at > now)]
+        self.store.save_hook(hook)
+        return {**self._summary(hook), "secret": secret, "previous_valid_until": iso(ends)}
+
+    def test(self, hook_id: str, body: Any, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Verify (when signature headers are given), map and validate a delivery; runs nothing."""
+        hook = self._hook(hook_id)
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        lowered = {k.lower(): v for k, v in (headers or {}).items()}
+        answer: dict[str, Any] = {"verified": None, "delivery_id": None, "inputs": None, "problems": []}
+        if headers:
+            try:
+                answer["delivery_id"] = verify(hook.auth, self._secrets(hook), lowered, raw, self.clock())
+                answer["verified"] = True
+            except Unverified as exc:
+                answer["verified"] = False
+                answer["problems"].append({"path": "headers", "message": exc.message})
+        mapped = self._inputs(hook, raw, lowered.get("content-type", "application/json"), lowered, {},
+                              answer["delivery_id"])
+        if isinstance(mapped, Delivery):
+            answer["problems"].extend(mapped.body["error"].get("issues") or [
+                {"path": "body", "message": mapped.body["error"]["message"]}])
+        else:
+            answer["inputs"] = mapped
+        return answer
+
+    # -- deliveries -------------------------------------------------------------------------------------
+
+    async def receive(self, hook_id: str, body: bytes, headers: Mapping[str, str], query: Mapping[str, str],
+                      wait: float | None) -> Delivery:
+        """One delivery, as `POST /hooks/{id}` answers it; never raises."""
+        try:
+            return await self._receive(hook_id, body, headers, query, wait)
+        except IceError as exc:
+            if exc.code in ("state_unavailable", "no_store"):
+                return Delivery(503, {"error": {"code": exc.code, "message": exc.message}}, {"Retry-After": "5"})
+            return _refusal(422, exc.code, exc.message, **({"issues": exc.details["errors"]}
+                                                            if "errors" in exc.details else {}))
+
+    async def _receive(self, hook_id: str, body: bytes, headers: Mapping[str, str], query: Mapping[str, str],
+                       wait: float | None) -> Delivery:
+        hook = self.store.hook(hook_id)
+        if hook is None:
+            return _refusal(404, "unknown_webhook", f"no webhook {hook_id!r}")
+        try:
+            delivery_id = verify(hook.auth, self._secrets(hook), headers, body, self.clock())
+        except Unverified:
+            return _refusal(401, "unverified", "the delivery's signature does not check out")
+        if delivery_id is not None and (known := self.store.delivery_run(hook_id, delivery_id)) is not None:
+            return await self._answer(known, wait)  # a redelivery: the same run, nothing started
+        mapped = self._inputs(hook, body, headers.get("content-type", ""), headers, query, delivery_id)
+        if isinstance(mapped, Delivery):
+            return mapped
+        trigger = {"kind": "webhook", "hook_id": hook_id, "delivery_id": delivery_id}
+        key = f"hook:{hook_id}:{delivery_id}" if delivery_id is not None else None
+        if hook.target_kind == "network":
+            if hook.target not in self._orc.networks:
+                return _refusal(422, "unknown_network", f"no network named {hook.target!r} on this server")
+            run_id = self._orc.start_network(hook.target, idempotency_key=key, trigger=trigger,
+                                             from_client=False).network_id
+        else:
+            run_id = (await self._orc.start(hook.target, mapped, idempotency_key=key, trigger=trigger)).run_id
+        if delivery_id is not None:
+            run_id = self.store.note_delivery(hook_id, delivery_id, run_id)
+        return await self._answer(run_id, wait)
+
+    async def _answer(self, run_id: str, wait: float | None) -> Delivery:
+        """202 with where to follow the run; 200 with its result if it ends within `wait` seconds."""
+        if wait:
+            network = self._orc.get_network(run_id)
+            handle = self._orc.watch(run_id) if network is None else None
+            if network is not None:
+                await network.wait(wait)
+            elif handle is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(handle.wait()), wait)
+        status = self._status(run_id)
+        if wait is not None and status is not None and status.get("status") not in (
+                "running", "queued", "input_required"):
+            return Delivery(200, status)
+        url = f"{self.base_url or ''}/ui/api/runs/{run_id}"
+        return Delivery(202, {"run_id": run_id, "status": (status or {}).get("status", "running"),
+                              "status_url": url}, {"Location": url})
+
+    def _status(self, run_id: str) -> dict[str, Any] | None:
+        if (network := self._orc.network_status(run_id)) is not None:
+            return {"run_id": run_id, **network}
+        record = self._orc.get_run(run_id)
+        return None if record is None else record.envelope()
+
+    def _inputs(self, hook: HookRecord, body: bytes, content_type: str, headers: Mapping[str, str],
+                query: Mapping[str, str], delivery_id: str | None) -> dict[str, Any] | Delivery:
+        """The run's inputs from the verified body, checked against the workflow (a network takes none)."""
+        media = content_type.split(";")[0].strip().lower()
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return _refusal(422, "invalid_body", "the body is not UTF-8")
+        if media == "application/json" or media.endswith("+json"):
+            try:
+                parsed: Any = json.loads(text) if text.strip() else {}
+            except (ValueError, RecursionError):
+                return _refusal(422, "invalid_body", "the body is not valid JSON")
+        elif media == "application/x-www-form-urlencoded":
+            parsed = {k: v[0] if len(v) == 1 else v for k, v in urllib.parse.parse_qs(text).items()}
+        else:
+            return _refusal(415, "unsupported_media_type", "send application/json or a form")
+        if hook.target_kind == "network":
+            return {}
+        if hook.inputs is not None:
+            seen = {"kind": "webhook", "hook_id": hook.id, "delivery_id": delivery_id, "body": parsed,
+                    "headers": dict(headers), "query": dict(query)}
+            try:
+                inputs = compile_value(hook.inputs).render(Scope({"trigger": seen}))
+            except IceError as exc:
+                return _refusal(422, "inputs_invalid", f"inputs: {exc.message}")
+        elif isinstance(parsed, dict):
+            inputs = parsed
+        else:
+            return _refusal(422, "inputs_invalid", "the body must be a JSON object (the workflow's inputs)")
+        try:
+            plan = self._orc.workflow_plan(hook.target)
+        except IceError as exc:
+            return _refusal(422, exc.code, exc.message)
+        prepared, problems = plan.prepare_inputs(inputs)
+        if problems:
+            return _refusal(422, "inputs_invalid", f"{problems[0]['path'] or 'inputs'}: {problems[0]['message']}",
+                            issues=problems)
+        return dict(prepared)
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _hook(self, hook_id: str) -> HookRecord:
+        hook = self.store.hook(hook_id)
+        if hook is None:
+            raise UnknownName("webhook", hook_id, nearest(hook_id, [h.id for h in self.store.hooks()]))
+        return hook
+
+    def _secrets(self, hook: HookRecord) -> builtins.list[str]:
+        now = self.clock()
+        return [s.secret for s in hook.secrets if _live(s, now)]
+
+    def _summary(self, hook: HookRecord) -> dict[str, Any]:
+        now = self.clock()
+        return {"id": hook.id, hook.target_kind: hook.target, "auth": hook.auth, "inputs": hook.inputs,
+                "url": f"{self.base_url or ''}/hooks/{hook.id}", "created_at": iso(hook.created_at),
+                "secrets": [{"valid_until": iso(s.expires_at)} for s in hook.secrets if _live(s, now)]}
+
+
+def _live(secret: HookSecret, now: float) -> bool:
+    return secret.expires_at is None or secret.expires_at > now
+
+
+def _hint(suggestion: str | None) -> dict[str, str]:
+    return {"suggestion": suggestion} if suggestion else {}
+
+

@@ -1,0 +1,68 @@
+"""Who sent a delivery: Standard Webhooks, GitHub and bearer checks over the raw bytes, in constant time. Pure."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping, Sequence
+
+from ice_mcp.errors import IceError
+
+TOLERANCE_SECONDS = 300  # a Standard Webhooks timestamp further off than this is refused (replays)
+SECRET_PREFIX = "whsec_"
+
+
+class Unverified(IceError):
+    """A delivery whose signature, timestamp or headers do not check out (answered 401, with no detail)."""
+
+    code = "unverified"
+
+
+def new_secret() -> str:
+    """`whsec_` + base64 of 32 random bytes (Standard Webhooks' format; 24 to 64 bytes are allowed)."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def _key(secret: str) -> bytes:
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+
+
+def standard_signature(secret: str, delivery_id: str, timestamp: str, body: bytes) -> str:
+    """`v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed by the secret's decoded bytes."""
+    mac = hmac.new(_key(secret), f"{delivery_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+def github_signature(secret: str, body: bytes) -> str:
+    """`sha256=<hex HMAC-SHA256 of the body>`, keyed by the secret string as given out (as GitHub does)."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(auth: str, secrets_: Sequence[str], headers: Mapping[str, str], body: bytes, now: float) -> str | None:
+    """The delivery id of a genuine delivery (None: bearer without an Idempotency-Key); raises Unverified.
+    `headers` have lower-case names; any of `secrets_` may have signed it (a rotation's overlap)."""
+    if auth == "standard":
+        delivery_id, timestamp = headers.get("webhook-id", ""), headers.get("webhook-timestamp", "")
+        offered = headers.get("webhook-signature", "").split()
+        if not delivery_id or not timestamp.isdigit() or not offered:
+            raise Unverified("missing webhook-id, webhook-timestamp or webhook-signature")
+        if abs(now - int(timestamp)) > TOLERANCE_SECONDS:
+            raise Unverified("the timestamp is too far from now")
+        expected = [standard_signature(s, delivery_id, timestamp, body) for s in secrets_]
+        if not any(hmac.compare_digest(o.encode(), e.encode()) for o in offered for e in expected):
+            raise Unverified("no signature matches")
+        return delivery_id
+    if auth == "github":
+        offered_one = headers.get("x-hub-signature-256", "")
+        delivery_id = headers.get("x-github-delivery", "")
+        if not offered_one or not delivery_id:
+            raise Unverified("missing X-Hub-Signature-256 or X-GitHub-Delivery")
+        if not any(hmac.compare_digest(offered_one.encode(), github_signature(s, body).encode()) for s in secrets_):
+            raise Unverified("no signature matches")
+        return delivery_id
+    token = headers.get("authorization", "")
+    if not any(hmac.compare_digest(token.encode(), f"Bearer {s}".encode()) for s in secrets_):
+        raise Unverified("the bearer token does not match")
+    return headers.get("idempotency-key") or None

@@ -1,0 +1,89 @@
+"""The webhook tools: create (the secret is shown once), list, delete, rotate a secret, and test a delivery.
+
+Each is one `BuiltinTool` entry and one handler over the orchestrator's webhook desk (`orc.hooks`);
+deliveries themselves arrive at `POST /hooks/{id}` (server/web/hooks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ice_mcp.hooks.desk import AUTHS
+from ice_mcp.server.protocol.tool_table import (
+    READ_ONLY,
+    Answer,
+    BuiltinCall,
+    BuiltinTool,
+    Hints,
+    Reply,
+    obj_schema,
+)
+
+_ID = {"type": "string", "description": "The webhook's id."}
+_CHANGES = Hints(read_only=False, destructive=False, idempotent=False, open_world=False)
+
+
+async def webhook_create(call: BuiltinCall) -> Answer:
+    args = call.args
+    return Reply(call.orc.hooks.create(workflow=args.get("workflow"), network=args.get("network"),
+                                       inputs=args.get("inputs"), auth=args.get("auth", "standard"),
+                                       hook_id=args.get("id")))
+
+
+async def webhook_list(call: BuiltinCall) -> Answer:
+    return Reply(call.orc.hooks.list())
+
+
+async def webhook_delete(call: BuiltinCall) -> Answer:
+    return Reply(call.orc.hooks.delete(call.args["id"]))
+
+
+async def webhook_rotate_secret(call: BuiltinCall) -> Answer:
+    args = call.args
+    return Reply(call.orc.hooks.rotate_secret(args["id"], float(args.get("overlap_seconds", 86400))))
+
+
+async def webhook_test(call: BuiltinCall) -> Answer:
+    args = call.args
+    return Reply(call.orc.hooks.test(args["id"], args["body"], args.get("headers")))
+
+
+_INPUTS: dict[str, Any] = {
+    "type": "object", "description": "The workflow's inputs as templates over `trigger.body`, `trigger.headers` "
+    "(lower-case names) and `trigger.query`; without it the JSON body is the inputs."}
+
+HOOK_TOOLS: tuple[BuiltinTool, ...] = (
+    BuiltinTool(
+        "webhook_create", "A URL that starts a workflow (or a served network) when a signed request arrives "
+        "(POST /hooks/{id}). Returns {id, url, secret}: the secret (whsec_...) is shown only here.",
+        obj_schema({"workflow": {"type": "string", "description": "The registered workflow to start."},
+                    "network": {"type": "string", "description": "A served network to start instead."},
+                    "inputs": _INPUTS,
+                    "auth": {"type": "string", "enum": list(AUTHS), "description":
+                             "standard (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature; the "
+                             "default), github (X-Hub-Signature-256, X-GitHub-Delivery) or bearer "
+                             "(Authorization: Bearer <secret>, Idempotency-Key)."},
+                    "id": {**_ID, "description": "An id of your own (default: generated)."}}),
+        _CHANGES, webhook_create, scope="run", rpc="webhook.create", cli=("webhooks", "create")),
+    BuiltinTool(
+        "webhook_list", "Every webhook: what it starts, how senders sign, its URL and its secrets' validity "
+        "(never the secrets).", obj_schema({}), READ_ONLY, webhook_list, rpc="webhook.list",
+        cli=("webhooks", "list")),
+    BuiltinTool(
+        "webhook_delete", "Delete a webhook (its runs stay).", obj_schema({"id": _ID}, ["id"]),
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=False), webhook_delete,
+        scope="run", rpc="webhook.delete", cli=("webhooks", "delete")),
+    BuiltinTool(
+        "webhook_rotate_secret", "A new secret for a webhook (shown only here); the current one stays valid for "
+        "overlap_seconds (default a day) while senders move over.",
+        obj_schema({"id": _ID, "overlap_seconds": {"type": "number", "minimum": 0}}, ["id"]), _CHANGES,
+        webhook_rotate_secret, scope="run", rpc="webhook.rotate_secret", cli=("webhooks", "rotate-secret")),
+    BuiltinTool(
+        "webhook_test", "Check a delivery without running anything: verify its signature (when headers are "
+        "given), map the body to inputs and validate them against the workflow.",
+        obj_schema({"id": _ID, "body": {"description": "The body: JSON text, or a JSON value sent as JSON."},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                                "description": "The delivery's headers (signature ones included)."}},
+                   ["id", "body"]),
+        READ_ONLY, webhook_test, rpc="webhook.test", cli=("webhooks", "test")),
+)
