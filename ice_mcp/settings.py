@@ -44,6 +44,8 @@ class Settings:
     temporal_heartbeat_seconds: float = 10.0  # a node's activity silent this long lost its worker: it runs again
     webhook_max_bytes: int = 1024 * 1024  # the largest webhook delivery read (413 past it)
     public_url: str | None = None  # where callers reach `serve --http` (webhook URLs); default: its address
+    smtp_url: str | None = None  # email_send's server: smtp://user:pass@host:port (STARTTLS if offered) or smtps://
+    smtp_from: str | None = None  # email_send's From address
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -72,6 +74,10 @@ class Settings:
             values["webhook_max_bytes"] = int(env["ICE_MCP_WEBHOOK_MAX_BYTES"])
         if env.get("ICE_MCP_PUBLIC_URL"):
             values["public_url"] = env["ICE_MCP_PUBLIC_URL"].rstrip("/")
+        if env.get("ICE_MCP_SMTP_URL"):
+            values["smtp_url"] = env["ICE_MCP_SMTP_URL"]
+        if env.get("ICE_MCP_SMTP_FROM"):
+            values["smtp_from"] = env["ICE_MCP_SMTP_FROM"]
         if env.get("ICE_MCP_MAX_RUNS"):
             values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
         if env.get("ICE_MCP_STATE"):

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import socket
+import ssl
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trustme
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
@@ -36,3 +42,55 @@ async def orc(registry: Registry, settings: Settings) -> AsyncIterator[Orchestra
     orchestrator = Orchestrator(registry=registry, settings=settings)
     yield orchestrator
     await orchestrator.aclose()
+
+
+# -- a real SMTP server on loopback (email_send) ---------------------------------------------------------
+
+
+class Inbox:
+    """An aiosmtpd handler keeping what arrives; `nobody@` is refused as an unknown user."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[str], bytes]] = []
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
+        if address.startswith("nobody@"):
+            return "550 5.1.1 no such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
+        return "250 Message accepted"
+
+
+def authenticator(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+    good = isinstance(data, LoginPassword) and (data.login, data.password) == (b"robot", b"s3cret")
+    return AuthResult(success=good, handled=False)
+
+
+@pytest.fixture
+def smtp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Inbox, int]]:
+    """A real SMTP server on 127.0.0.1 offering STARTTLS (a trustme certificate the client trusts) and a login."""
+    authority = trustme.CA()
+    cert = authority.issue_cert("127.0.0.1", "localhost")
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert.configure_cert(server_context)
+    bundle = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))  # the client's default context trusts the test CA
+    inbox = Inbox()
+    port = free_port()  # the controller checks it is up by connecting to its port: 0 will not do
+    controller = Controller(inbox, hostname="127.0.0.1", port=port, tls_context=server_context,
+                            require_starttls=True, authenticator=authenticator, auth_required=True)
+    controller.start()
+    try:
+        yield inbox, port
+    finally:
+        controller.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

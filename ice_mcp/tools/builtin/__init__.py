@@ -10,6 +10,7 @@ from pydantic import Field
 from ice_mcp.tools.builtin.data import json_query, render_template
 from ice_mcp.tools.builtin.files import csv_reader, file_read, file_write
 from ice_mcp.tools.builtin.llm_tools import register_llm_tools
+from ice_mcp.tools.builtin.mail import email_send
 from ice_mcp.tools.builtin.net import http_request
 from ice_mcp.tools.registry import Registry, ToolAnnotations
 
@@ -31,6 +32,7 @@ BUILTIN_TOOLS = (
     (render_template, READ_ONLY, False),
     (http_request, ToolAnnotations(open_world=True), False),
     (sleep, READ_ONLY, False),
+    (email_send, ToolAnnotations(open_world=True), False),
 )
 
 

@@ -1,0 +1,70 @@
+"""Webhooks across real processes: three `ice-mcp serve --http` on one Redis get the same signed delivery ten
+times at once (and again later): one run, one run id in every answer; refusals from a real server."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx2
+from live import ServerProcess
+from standardwebhooks import Webhook
+
+
+def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp_path: Path, redis_url: str) -> None:
+    marks = tmp_path / "marks.txt"
+    marks.touch()
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "tick.json").write_text(json.dumps({
+        "name": "tick", "inputs": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "nodes": [{"id": "mark", "type": "tool", "tool_name": "mark",
+                   "tool_args": {"label": "{{ trigger.delivery_id }}"}}]}))
+    servers = []
+    for number in range(3):
+        workspace = tmp_path / f"server{number}"
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--state", redis_url, "--tools", "durable_tools",
+                                     "--blueprints", str(folder), env={"ICE_TEST_MARKS": str(marks)}))
+    try:
+        for server in servers:
+            server.start()
+        hook = servers[0].rpc("webhook.create", workflow="tick", id="live")
+        assert hook["url"] == f"{servers[0].url}/hooks/live"
+        body = json.dumps({"n": 1}).encode()
+        delivery = f"msg_{uuid.uuid4().hex}"
+        moment = datetime.now(UTC)
+        headers = {"webhook-id": delivery, "webhook-timestamp": str(int(moment.timestamp())),
+                   "webhook-signature": Webhook(hook["secret"]).sign(delivery, moment, body.decode()),
+                   "content-type": "application/json"}
+
+        def send(number: int) -> httpx2.Response:
+            return httpx2.post(f"{servers[number % 3].url}/hooks/live", content=body, headers=headers, timeout=30)
+
+        with ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(send, range(10)))
+        assert [a.status_code for a in answers] == [202] * 10, [a.text for a in answers]
+        run_ids = {a.json()["run_id"] for a in answers}
+        assert len(run_ids) == 1
+        (run_id,) = run_ids
+        deadline = time.monotonic() + 20
+        while servers[1].rpc("run.status", run_id=run_id)["status"] != "succeeded":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        later = httpx2.post(f"{servers[2].url}/hooks/live?wait=5", content=body, headers=headers, timeout=30)
+        assert later.status_code == 200 and later.json()["run_id"] == run_id  # later, elsewhere: the same run
+        assert [line.split()[0] for line in marks.read_text().splitlines()] == [delivery]  # its node ran once
+
+        flipped = bytes([body[0] ^ 1]) + body[1:]
+        assert httpx2.post(f"{servers[1].url}/hooks/live", content=flipped, headers=headers).status_code == 401
+        big = b'{"n": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+        too_big = httpx2.post(f"{servers[1].url}/hooks/live", content=big, headers=headers, timeout=30)
+        assert too_big.status_code == 413
+        assert len(servers[0].rpc("run.list", workflow="tick")["runs"]) == 1
+    finally:
+        for server in servers:
+            server.stop()
