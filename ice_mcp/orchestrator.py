@@ -43,6 +43,7 @@ from ice_mcp.network import (
     network_result,
 )
 from ice_mcp.nodes import builtin_node_types
+from ice_mcp.notify.desk import Notifications
 from ice_mcp.schedules.desk import Schedules
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
@@ -104,6 +105,7 @@ class Orchestrator:
         self._answers = Answers(self)  # and where the answers arrive, here or from another process
         self.schedules = Schedules(self)  # kept in the run store; a server's firing loop starts their runs
         self.hooks = Hooks(self)  # webhooks kept in the run store; `serve --http` receives their deliveries
+        self.notifications = Notifications(self)  # finished runs POSTed to targets through the store's outbox
         self.runner = Runner()
         self.owner = Owner.this_process(uuid.uuid4().hex)
         self.engine: Engine = engine or open_engine(self)
@@ -539,6 +541,7 @@ class Orchestrator:
         """Stop every run and close. `suspend=True` (a server shutting down) leaves runs `running` in the
         store and gives up this process's lease, so the next server resumes them at once."""
         await self.schedules.stop_loop()
+        await self.notifications.stop_loop()
         if self._signals_task is not None:
             self._signals_task.cancel()
             if self._signals_task.get_loop() is asyncio.get_running_loop():

@@ -46,6 +46,8 @@ class Settings:
     public_url: str | None = None  # where callers reach `serve --http` (webhook URLs); default: its address
     smtp_url: str | None = None  # email_send's server: smtp://user:pass@host:port (STARTTLS if offered) or smtps://
     smtp_from: str | None = None  # email_send's From address
+    # Seconds before each retry of a notification (±20 % jitter); one attempt more than there are delays.
+    notify_backoff: tuple[float, ...] = (5.0, 25.0, 120.0, 600.0, 3600.0)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -78,6 +80,8 @@ class Settings:
             values["smtp_url"] = env["ICE_MCP_SMTP_URL"]
         if env.get("ICE_MCP_SMTP_FROM"):
             values["smtp_from"] = env["ICE_MCP_SMTP_FROM"]
+        if env.get("ICE_MCP_NOTIFY_BACKOFF"):
+            values["notify_backoff"] = tuple(float(d) for d in env["ICE_MCP_NOTIFY_BACKOFF"].split(",") if d.strip())
         if env.get("ICE_MCP_MAX_RUNS"):
             values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
         if env.get("ICE_MCP_STATE"):

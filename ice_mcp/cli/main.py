@@ -131,7 +131,8 @@ FORMS: dict[str, Form] = {
     "run_retry": Form(_retry_arguments, lambda args: asyncio.run(_retry(args)),
                       "run a finished run again as a new run, reusing every node it finished"),
 }
-GROUP_HELP = {"runs": "recorded runs", "network": "network manifests"}
+GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedules": "schedules kept in the run store",
+              "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed"}
 
 
 def _add_builtin_commands(commands: Any) -> None:

@@ -1,1 +1,1 @@
-"""Webhooks: signed deliveries that start workflows (signing.py pure, desk.py on the run store)."""
+"""Webhooks: signed deliveries that start workflows (checked by ice_mcp.signing), kept in the run store."""

@@ -23,7 +23,7 @@ from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
 from ice_mcp.errors import IceError, TemplateCompileError, UnknownName
-from ice_mcp.hooks.signing import Unverified, new_secret, verify
+from ice_mcp.signing import Unverified, new_secret, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
 from ice_mcp.store.records import iso
 

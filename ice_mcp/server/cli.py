@@ -158,6 +158,7 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
         logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
     if orc.store is not None:
         orc.schedules.start_loop()  # every server on a store takes part in firing its schedules
+        orc.notifications.start_loop()  # and in delivering its notifications
         if settings.engine == "temporal":
             await _temporal_clock(orc)
     return orc

@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 
 from ice_mcp import Orchestrator
 from ice_mcp.errors import IceError
-from ice_mcp.hooks.signing import standard_signature
+from ice_mcp.signing import standard_signature
 
 ECHO = {"name": "echo", "inputs": {"type": "object", "properties": {"topic": {"type": "string"}},
                                     "required": ["topic"], "additionalProperties": False},

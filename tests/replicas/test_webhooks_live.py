@@ -68,3 +68,63 @@ def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_attempts(tmp_path: Path) -> None:
+    """Attempt 1 (a 500) from server A, SIGKILLed right after; server B on the same data folder sends attempt 2."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    received: list[tuple[str, int]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            status = 500 if not received else 200
+            received.append((self.headers["webhook-id"], status))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    sink = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    Thread(target=sink.serve_forever, daemon=True).start()
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "tick.json").write_text(json.dumps({"name": "tick", "nodes": [
+        {"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "tick"}}]}))
+    env = {"ICE_MCP_ALLOW_NET": "127.0.0.1", "ICE_MCP_NOTIFY_BACKOFF": "3,3,3"}
+    servers = []
+    for name in ("a", "b"):
+        workspace = tmp_path / name
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
+                                     env=env))
+    first, second = servers
+    try:
+        first.start()
+        target = first.rpc("notify.set", workflow="tick", url=f"http://127.0.0.1:{sink.server_address[1]}/in",
+                           on=["succeeded"])
+        hook = first.rpc("webhook.create", workflow="tick", auth="bearer")
+        started = httpx2.post(hook["url"] + "?wait=10", json={}, headers={"authorization": f"Bearer {hook['secret']}"})
+        assert started.status_code == 200
+        deadline = time.monotonic() + 20
+        while not first.rpc("notify.history", id=target["id"])["deliveries"][0]["attempts"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        first.kill()  # SIGKILL, between attempt 1 and its retry 3 s later
+        second.start()
+        while len(received) < 2:
+            assert time.monotonic() < deadline + 20
+            time.sleep(0.1)
+        [delivery] = second.rpc("notify.history", id=target["id"])["deliveries"]
+    finally:
+        for server in servers:
+            server.stop()
+        sink.shutdown()
+    run_id = started.json()["run_id"]
+    assert received == [(f"evt_{run_id}_succeeded", 500), (f"evt_{run_id}_succeeded", 200)]
+    assert delivery["state"] == "delivered" and [a["status"] for a in delivery["attempts"]] == [500, 200]
+    assert len({a["replica"] for a in delivery["attempts"]}) == 2  # one attempt from each server

@@ -15,6 +15,7 @@ from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
 from ice_mcp.server.protocol.documents import parse_document
 from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
+from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
 from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.tool_table import (
     BLUEPRINT_SCHEMA,
@@ -218,6 +219,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         network_execute, scope="run", alias="network.execute", rpc="network.execute", cli=("network", "run")),
     *SCHEDULE_TOOLS,
     *HOOK_TOOLS,
+    *NOTIFY_TOOLS,
 )
 
 BY_NAME: dict[str, BuiltinTool] = {tool.name: tool for tool in BUILTINS}

@@ -1,0 +1,228 @@
+"""An orchestrator's notification targets, and the outbox that delivers run events to them.
+
+When a run ends, each matching target gets an outbox entry in the run store (event id `evt_{run_id}_{status}`,
+the `webhook-id` of every attempt). Every server on the store drains the outbox: it claims due entries with a
+lease, POSTs them signed the Standard Webhooks way through the egress guard (15 s, no redirects), and
+retries with backoff and jitter; a 410 disables the target. A server killed between attempts leaves the
+entry to the others (or to itself once restarted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+import urllib.parse
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.signing import new_secret, standard_signature
+from ice_mcp.store.events import Event
+from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
+from ice_mcp.store.records import iso
+from ice_mcp.tools.egress import EgressRefused, guarded_client
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.store.base import RunStorage
+
+logger = logging.getLogger(__name__)
+EVENTS = {"succeeded": "run.succeeded", "failed": "run.failed", "timed_out": "run.failed",
+          "over_budget": "run.failed", "cancelled": "run.canceled"}
+ON = ("succeeded", "failed", "canceled")
+TIMEOUT_SECONDS = 15.0
+LEASE_SECONDS = 30.0  # a claimed entry is due again this long after its claim (its sender died)
+POLL_SECONDS = 1.0
+
+
+class NotifyInvalid(IceError):
+    code = "invalid_notify"
+
+
+def backoff(attempt: int, delays: Sequence[float], rng: random.Random) -> float | None:
+    """Seconds until the attempt after `attempt` (1-based), ±20 % jitter; None when attempts are spent."""
+    if attempt > len(delays):
+        return None
+    return delays[attempt - 1] * rng.uniform(0.8, 1.2)
+
+
+class Notifications:
+    """The notification desk of one orchestrator; `start_loop` makes this process drain the outbox too."""
+
+    def __init__(self, orc: Orchestrator) -> None:
+        self._orc = orc
+        self.clock = time.time
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._rng = random.Random()
+        self._next_retry = 0.0  # the earliest retry this process scheduled (it looks again then)
+
+    @property
+    def store(self) -> RunStorage:
+        if self._orc.store is None:
+            raise IceError("notifications are kept in the run store, and this orchestrator has none", code="no_store")
+        return self._orc.store
+
+    # -- targets ----------------------------------------------------------------------------------------
+
+    def set(self, *, url: str, workflow: str | None = None, schedule_id: str | None = None,
+            on: Sequence[str] = ("failed",), secret: str | None = None, target_id: str | None = None
+            ) -> dict[str, Any]:
+        errors: list[dict[str, str]] = []
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            errors.append({"path": "url", "message": "an http:// or https:// URL"})
+        if bool(workflow) == bool(schedule_id):
+            errors.append({"path": "workflow", "message": "name one of workflow, schedule_id"})
+        elif workflow and workflow not in self._orc.registry.workflows:
+            errors.append({"path": "workflow", "message": f"no workflow named {workflow!r}"})
+        elif schedule_id and self.store.schedule(schedule_id) is None:
+            errors.append({"path": "schedule_id", "message": f"no schedule {schedule_id!r}"})
+        wrong = [o for o in on if o not in ON]
+        if not on or wrong:
+            errors.append({"path": "on", "message": f"some of {', '.join(ON)}"})
+        if secret is not None and not secret.startswith("whsec_"):
+            errors.append({"path": "secret", "message": "a Standard Webhooks secret: whsec_<base64>"})
+        if errors:
+            raise NotifyInvalid(f"{errors[0]['path']}: {errors[0]['message']}", details={"errors": errors})
+        target = NotifyTarget(target_id or f"n_{uuid.uuid4().hex[:12]}", url, secret or new_secret(), list(on),
+                              workflow, schedule_id, created_at=self.clock())
+        self.store.save_target(target)
+        return {**self._summary(target), "secret": target.secret}
+
+    def list(self) -> dict[str, Any]:
+        return {"targets": [self._summary(t) for t in self.store.targets()]}
+
+    def delete(self, target_id: str) -> dict[str, Any]:
+        if not self.store.delete_target(target_id):
+            self._target(target_id)
+        return {"id": target_id, "deleted": True}
+
+    def history(self, target_id: str, limit: int = 50) -> dict[str, Any]:
+        self._target(target_id)
+        return {"deliveries": [{"event_id": e.event_id, "type": e.payload["type"], "state": e.state,
+                                "created_at": iso(e.created_at),
+                                "next_attempt_at": iso(e.next_at) if e.state == "pending" else None,
+                                "attempts": e.attempts} for e in self.store.outbox(target_id, limit)]}
+
+    # -- events into the outbox -------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        """A run watcher: a finished run's event goes into the outbox for every matching target."""
+        if event.type != "run_finished" or self._orc.store is None:
+            return
+        record = self._orc.get_run(event.run_id)
+        if record is None or record.status not in EVENTS:
+            return
+        kind = EVENTS[record.status]
+        wanted = kind.removeprefix("run.")
+        schedule = (record.trigger or {}).get("schedule_id")
+        targets = [t for t in self.store.targets() if not t.disabled and wanted in t.on
+                   and (t.workflow == record.workflow or (schedule is not None and t.schedule_id == schedule))]
+        if not targets:
+            return
+        now = self.clock()
+        payload = {"type": kind, "timestamp": iso(now), "data": {
+            "run_id": record.run_id, "workflow": record.workflow, "status": record.status, "error": record.error,
+            "outputs": record.outputs, "trigger": record.trigger}}
+        self.store.enqueue([OutboxEntry(f"evt_{record.run_id}_{record.status}", t.id, payload, next_at=now,
+                                        created_at=now) for t in targets])
+        self._wake.set()
+
+    # -- the outbox, drained by every server ------------------------------------------------------------
+
+    def start_loop(self) -> None:
+        if self._task is None and self._orc.store is not None:
+            self._orc.watch_runs(self.on_event)
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name="ice_mcp outbox")
+
+    async def stop_loop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _drain(self) -> None:
+        settings = self._orc.settings
+        async with guarded_client(settings, timeout=TIMEOUT_SECONDS) as client:
+            while True:
+                due: list[OutboxEntry] = []
+                try:
+                    due = self.store.claim_due(self.clock(), LEASE_SECONDS)
+                    await asyncio.gather(*(self._attempt(client, entry) for entry in due))
+                except IceError as exc:
+                    logger.warning("outbox: %s", exc.message)
+                except Exception:
+                    logger.exception("outbox: draining failed; it goes on")
+                if not due:
+                    # Look again in a second (entries other servers add), or at this one's next retry if sooner.
+                    wait = min(POLL_SECONDS, max(0.0, self._next_retry - self.clock()))
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _attempt(self, client: Any, entry: OutboxEntry) -> None:
+        target = self.store.target(entry.target_id)
+        if target is None:
+            return
+        now = self.clock()
+        body = json.dumps(entry.payload, separators=(",", ":"), default=str).encode()
+        timestamp = str(int(now))
+        headers = {"content-type": "application/json", "webhook-id": entry.event_id, "webhook-timestamp": timestamp,
+                   "webhook-signature": standard_signature(target.secret, entry.event_id, timestamp, body)}
+        tried: dict[str, Any] = {"at": iso(now), "replica": self._orc.owner.owner_id}
+        retry_after = 0.0
+        try:
+            answer = await client.post(target.url, content=body, headers=headers)
+            tried["status"] = answer.status_code
+            retry_after = _retry_after(answer.headers)
+        except EgressRefused as exc:
+            tried["error"] = exc.message
+            entry.attempts.append(tried)
+            entry.state = "failed"  # refused before any connection: retrying would be refused again
+            self.store.settle(entry)
+            return
+        except Exception as exc:  # a timeout, a refused or reset connection: worth another try
+            tried["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        entry.attempts.append(tried)
+        status = tried.get("status")
+        if isinstance(status, int) and 200 <= status < 300:
+            entry.state = "delivered"
+        elif status == 410:
+            entry.state = "disabled"
+            target.disabled = True
+            self.store.save_target(target)
+        else:
+            wait = backoff(len(entry.attempts), self._orc.settings.notify_backoff, self._rng)
+            if wait is None:
+                entry.state = "failed"
+            else:
+                entry.next_at = now + max(wait, min(retry_after, 3600.0))
+                self._next_retry = min(self._next_retry, entry.next_at) if self._next_retry > now else entry.next_at
+        self.store.settle(entry)
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _target(self, target_id: str) -> NotifyTarget:
+        target = self.store.target(target_id)
+        if target is None:
+            raise UnknownName("notify_target", target_id, None)
+        return target
+
+    @staticmethod
+    def _summary(target: NotifyTarget) -> dict[str, Any]:
+        scope = {"workflow": target.workflow} if target.workflow else {"schedule_id": target.schedule_id}
+        return {"id": target.id, "url": target.url, "on": target.on, **scope, "disabled": target.disabled,
+                "created_at": iso(target.created_at)}
+
+
+def _retry_after(headers: Mapping[str, str]) -> float:
+    value = headers.get("retry-after", "")
+    return float(value) if value.isdigit() else 0.0
+

@@ -1,0 +1,64 @@
+"""The notification tools: set a target for a workflow's (or a schedule's) finished runs, list, delete, history.
+
+Each is one `BuiltinTool` entry and one handler over the orchestrator's notification desk (`orc.notifications`).
+"""
+
+from __future__ import annotations
+
+from ice_mcp.notify.desk import ON
+from ice_mcp.server.protocol.tool_table import (
+    READ_ONLY,
+    Answer,
+    BuiltinCall,
+    BuiltinTool,
+    Hints,
+    Reply,
+    obj_schema,
+)
+
+_ID = {"type": "string", "description": "The notification target's id."}
+
+
+async def notify_set(call: BuiltinCall) -> Answer:
+    args = call.args
+    return Reply(call.orc.notifications.set(url=args["url"], workflow=args.get("workflow"),
+                                            schedule_id=args.get("schedule_id"), on=args.get("on", ["failed"]),
+                                            secret=args.get("secret"), target_id=args.get("id")))
+
+
+async def notify_list(call: BuiltinCall) -> Answer:
+    return Reply(call.orc.notifications.list())
+
+
+async def notify_delete(call: BuiltinCall) -> Answer:
+    return Reply(call.orc.notifications.delete(call.args["id"]))
+
+
+async def notify_history(call: BuiltinCall) -> Answer:
+    return Reply(call.orc.notifications.history(call.args["id"], int(call.args.get("limit", 50))))
+
+
+NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
+    BuiltinTool(
+        "notify_set", "POST a signed event (Standard Webhooks) to a URL when a workflow's runs, or the runs a "
+        "schedule starts, end as listed in `on`: {type: run.succeeded | run.failed | run.canceled, timestamp, "
+        "data: {run_id, workflow, status, error, outputs, trigger}}, retried with backoff until a 2xx. Returns "
+        "{id, secret}: the secret signs every delivery and is shown only here.",
+        obj_schema({"url": {"type": "string", "description": "Where events are POSTed (http or https)."},
+                    "workflow": {"type": "string"}, "schedule_id": {"type": "string"},
+                    "on": {"type": "array", "items": {"type": "string", "enum": list(ON)}, "minItems": 1,
+                           "description": "Which endings are sent (default [\"failed\"])."},
+                    "secret": {"type": "string", "description": "Your own whsec_ secret (default: a new one)."},
+                    "id": {**_ID, "description": "An id of your own (default: generated)."}}, ["url"]),
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=True), notify_set, scope="run",
+        rpc="notify.set", cli=("notify", "set")),
+    BuiltinTool("notify_list", "Every notification target (never its secret).", obj_schema({}), READ_ONLY,
+                notify_list, rpc="notify.list", cli=("notify", "list")),
+    BuiltinTool("notify_delete", "Stop sending to a target and forget its deliveries.", obj_schema({"id": _ID}, ["id"]),
+                Hints(read_only=False, destructive=True, idempotent=True, open_world=False), notify_delete,
+                scope="run", rpc="notify.delete", cli=("notify", "delete")),
+    BuiltinTool("notify_history", "A target's deliveries, newest first: each event's state (pending, delivered, "
+                "failed, disabled) and every attempt (time, HTTP status or error, server).",
+                obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}, ["id"]),
+                READ_ONLY, notify_history, rpc="notify.history", cli=("notify", "history")),
+)

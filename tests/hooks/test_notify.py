@@ -1,0 +1,135 @@
+"""Notifications out: a receiver answering 500, 500, then 200 gets three attempts with one webhook-id, each
+accepted by the reference `standardwebhooks` verifier; 410 disables the target; the cloud metadata address is
+refused before any connection; only matching runs and endings are sent."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standardwebhooks import Webhook
+
+from ice_mcp import Orchestrator, Registry, Settings
+from ice_mcp.errors import IceError
+
+FAILS = {"name": "fails", "nodes": [{"id": "f", "type": "code", "code": "raise ValueError('no sales file')",
+                                     "retries": 0}]}
+WORKS = {"name": "works", "nodes": [{"id": "w", "type": "tool", "tool_name": "render_template",
+                                     "tool_args": {"template": "fine"}}], "outputs": {"text": "{{ w.text }}"}}
+
+
+class Receiver:
+    """A loopback HTTP server answering POSTs with the next status of `answers` (then 200), keeping each request."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.answers = list(answers)
+        self.received: list[tuple[dict[str, str], bytes, float]] = []
+
+
+@contextmanager
+def receiver(answers: list[int]) -> Iterator[tuple[Receiver, str]]:
+    state = Receiver(answers)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+            self.send_response(state.answers.pop(0) if state.answers else 200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}/events"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+async def orc(tmp_path: Path) -> Any:
+    settings = Settings(data_dir=tmp_path / "data", workspace=tmp_path, allow_net=("127.0.0.1",),
+                        notify_backoff=(0.3, 0.6, 1.0, 1.0))
+    orchestrator = Orchestrator(registry=Registry(), settings=settings)
+    orchestrator.register_blueprint(FAILS)
+    orchestrator.register_blueprint(WORKS)
+    orchestrator.notifications.start_loop()
+    yield orchestrator
+    await orchestrator.aclose()
+
+
+async def wait_for(check: Any, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_retries_until_a_2xx_with_one_webhook_id_each_signature_verified(orc: Orchestrator) -> None:
+    with receiver([500, 500]) as (got, url):
+        target = orc.notifications.set(workflow="fails", url=url, on=["failed"])
+        other = orc.notifications.set(workflow="works", url=url, on=["failed"])  # works never fails: nothing
+        record = await orc.run("fails", {})
+        assert record.status == "failed"
+        await orc.run("works", {})
+        await wait_for(lambda: len(got.received) == 3)
+        await asyncio.sleep(0.5)
+        assert len(got.received) == 3
+    ids = {headers["webhook-id"] for headers, _, _ in got.received}
+    assert ids == {f"evt_{record.run_id}_failed"}
+    verifier = Webhook(target["secret"])
+    for headers, body, _ in got.received:
+        event = verifier.verify(body, headers)  # the reference verifier accepts every attempt
+        assert event["type"] == "run.failed" and event["data"]["run_id"] == record.run_id
+        assert event["data"]["workflow"] == "fails" and "no sales file" in event["data"]["error"]["message"]
+    history = orc.notifications.history(target["id"])["deliveries"]
+    assert [(d["state"], [a["status"] for a in d["attempts"]]) for d in history] == [("delivered", [500, 500, 200])]
+    assert orc.notifications.history(other["id"])["deliveries"] == []
+
+
+async def test_a_410_disables_the_target_and_the_metadata_address_is_refused(orc: Orchestrator) -> None:
+    with receiver([410]) as (got, url):
+        gone = orc.notifications.set(workflow="works", url=url, on=["succeeded"])
+        await orc.run("works", {})
+        await wait_for(lambda: orc.notifications.history(gone["id"])["deliveries"][0]["state"] == "disabled")
+        await orc.run("works", {})
+        await asyncio.sleep(0.5)
+        assert len(got.received) == 1 and orc.notifications.list()["targets"][0]["disabled"] is True
+    metadata = orc.notifications.set(workflow="fails", url="http://169.254.169.254/latest/meta-data", on=["failed"])
+    await orc.run("fails", {})
+    await wait_for(lambda: (orc.notifications.history(metadata["id"])["deliveries"] or [{}])[0].get("state") == "failed")
+    [delivery] = orc.notifications.history(metadata["id"])["deliveries"]
+    [attempt] = delivery["attempts"]
+    assert "status" not in attempt and "refused to connect to 169.254.169.254" in attempt["error"]
+
+
+async def test_bad_targets_are_refused_with_every_problem(orc: Orchestrator) -> None:
+    with pytest.raises(IceError) as raised:
+        orc.notifications.set(workflow="nope", url="ftp://x", on=["exploded"], secret="plain")
+    assert raised.value.code == "invalid_notify"
+    assert [e["path"] for e in raised.value.details["errors"]] == ["url", "workflow", "on", "secret"]
+    assert orc.notifications.list() == {"targets": []}
+
+
+def test_the_default_backoff_retries_within_10_s_and_a_minute_at_least_five_times() -> None:
+    from random import Random
+
+    from ice_mcp.notify.desk import backoff
+
+    delays = Settings().notify_backoff
+    for seed in range(50):
+        rng = Random(seed)
+        waits = []
+        while (wait := backoff(len(waits) + 1, delays, rng)) is not None:
+            waits.append(wait)
+        assert waits[0] <= 10 and waits[0] + waits[1] <= 60 and len(waits) + 1 >= 5
