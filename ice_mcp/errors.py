@@ -44,6 +44,19 @@ class InputsInvalid(IceError):
     code = "invalid_inputs"
 
 
+class RateLimited(IceError):
+    """A workflow's `limits` turned a run away; `details.retry_after_seconds` says when to try again."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_seconds: float) -> None:
+        super().__init__(message, details={"retry_after_seconds": round(retry_after_seconds, 3)})
+
+    @property
+    def retry_after(self) -> float:
+        return float(self.details["retry_after_seconds"])
+
+
 class ArgumentsInvalid(IceError):
     """Arguments of a tool call that do not fit its input schema; `problems` lists each (path: message)."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
-from ice_mcp.blueprint.models import Blueprint, NetworkManifest
+from ice_mcp.blueprint.models import Blueprint, Limits, NetworkManifest
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
@@ -30,7 +30,7 @@ from ice_mcp.core.runner import Runner
 from ice_mcp.direct import tool_plan
 from ice_mcp.engines import Engine, Launch, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
-from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, UnknownName
+from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, RateLimited, UnknownName
 from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.hooks.desk import Hooks
 from ice_mcp.llm.service import LLMService
@@ -265,8 +265,23 @@ class Orchestrator:
                                 details={"errors": problems})
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None)
+        self._admit(plan, record.run_id, idempotency_key)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend, caller=caller)
+
+    def _admit(self, plan: Plan, run_id: str, idempotency_key: str | None) -> None:
+        """Hold the workflow's `limits` in the run store (shared by every process on it); raises RateLimited.
+        A key another process already started a run with attaches to that run and is not counted again."""
+        limits = plan.blueprint.limits
+        if limits is None or self.store is None:
+            return
+        if idempotency_key and self.store.by_idempotency_key(idempotency_key):
+            return
+        wait = self.store.admit(plan.name, run_id, self.store.now(), max_concurrent=limits.max_concurrent_runs,
+                                per_minute=limits.runs_per_minute)
+        if wait is not None:
+            raise RateLimited(f"{plan.name} is at its limit ({_limit_words(limits)}): try again in {wait:.1f} s",
+                              wait)
 
     def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
                 on_event: Listener | None = None, globals: Mapping[str, Any] | None = None,
@@ -552,6 +567,12 @@ class Orchestrator:
         await self.services.aclose()
         if self.store is not None:
             self.store.close()
+
+
+def _limit_words(limits: Limits) -> str:
+    held = [f"{limits.max_concurrent_runs} at once" if limits.max_concurrent_runs else "",
+            f"{limits.runs_per_minute} a minute" if limits.runs_per_minute else ""]
+    return ", ".join(h for h in held if h)
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

@@ -242,6 +242,14 @@ class DeclaredSchedule(_Model):
     policy: dict[str, Any] | None = None
 
 
+class Limits(_Model):
+    """How many runs of a workflow may run at once and start per minute, for every server on one run store."""
+
+    max_concurrent_runs: Annotated[int, Field(ge=1)] | None = None
+    runs_per_minute: Annotated[int, Field(ge=1)] | None = None
+    on_limit: Literal["reject"] = "reject"  # a run over a limit is refused (rate_limited, retry_after_seconds)
+
+
 class Blueprint(_Model):
     schema_version: Literal["1"] = "1"
     name: Annotated[str, Field(pattern=WORKFLOW_NAME)]
@@ -257,6 +265,7 @@ class Blueprint(_Model):
     nodes: list[NodeSpec] = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
     schedules: list[DeclaredSchedule] = Field(default_factory=list)  # the workflow runs on its own
+    limits: Limits | None = None  # held in the run store at admission, whatever starts the run
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_defaults=True, exclude_none=True)

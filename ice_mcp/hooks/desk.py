@@ -11,6 +11,7 @@ import asyncio
 import builtins
 import contextlib
 import json
+import math
 import re
 import time
 import urllib.parse
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
-from ice_mcp.errors import IceError, TemplateCompileError, UnknownName
+from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName
 from ice_mcp.signing import Unverified, new_secret, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
 from ice_mcp.store.records import iso
@@ -165,6 +166,9 @@ class Hooks:
         """One delivery, as `POST /hooks/{id}` answers it; never raises."""
         try:
             return await self._receive(hook_id, body, headers, query, wait)
+        except RateLimited as exc:
+            return Delivery(429, {"error": {"code": exc.code, "message": exc.message, **exc.details}},
+                            {"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
         except IceError as exc:
             if exc.code in ("state_unavailable", "no_store"):
                 return Delivery(503, {"error": {"code": exc.code, "message": exc.message}}, {"Retry-After": "5"})

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import nearest
-from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.errors import IceError, RateLimited, UnknownName
 from ice_mcp.schedules.timing import (
     SchedulePolicy,
     ScheduleSpec,
@@ -204,13 +204,19 @@ class FiringLoop:
         for run_id in decision.cancel:
             await self._orc.cancel(run_id)
         started: dict[float, str] = {}
+        limited: set[float] = set()
         for slot in decision.starts:
-            started[slot] = await start_slot(self._orc, schedule, slot, previous_slot(spec, slot))
+            try:
+                started[slot] = await start_slot(self._orc, schedule, slot, previous_slot(spec, slot))
+            except RateLimited:  # the workflow's limits turned it away: recorded, not retried
+                limited.add(slot)
         fired_at = now + (time.monotonic() - self._tick_began)  # when its run started, on the store's clock
         for firing in decision.firings:
             firing.run_id = started.get(firing.slot, firing.run_id)
             if firing.slot in started:
                 firing.fired_at = fired_at
+            elif firing.slot in limited and firing.outcome == "started":
+                firing.outcome = "rate_limited"
         keep = [r for r in running if r not in decision.cancel] + list(started.values())
         if not self._store.advance(schedule.id, schedule.cursor, due[-1], decision.firings, running=keep):
             await self._lost(schedule.id, started)

@@ -52,6 +52,7 @@ from ice_mcp.store.base import (
 )
 from ice_mcp.store.records import ACTIVE, RunRecord
 from ice_mcp.store.redis_hooks import RedisHooks
+from ice_mcp.store.redis_limits import RedisLimits
 from ice_mcp.store.redis_outbox import RedisOutbox
 from ice_mcp.store.redis_schedules import RedisSchedules, unavailable
 
@@ -126,7 +127,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, QueuedWriter):
+class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, QueuedWriter):
     """Runs, journals, owners, idempotency keys, caller spend and blueprints in one Redis, shared."""
 
     shared = True
@@ -150,6 +151,7 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, QueuedWriter):
         self._delete_bp = self._redis.register_script(_DELETE_BLUEPRINT)
         self._register_schedule_scripts()
         self._register_outbox_scripts()
+        self._register_limit_scripts()
         self._listeners: dict[threading.Thread, threading.Event] = {}  # signal threads, stopped on close
         self._start_queue()
 

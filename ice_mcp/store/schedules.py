@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 from ice_mcp.errors import IceError
 
 TargetKind = Literal["workflow", "network"]  # what a schedule runs
-Outcome = Literal["started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused"]
+Outcome = Literal["started", "skipped_overlap", "buffered", "buffer_dropped", "missed", "paused", "rate_limited"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 

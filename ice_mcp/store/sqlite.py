@@ -39,6 +39,7 @@ from ice_mcp.store.base import (
 )
 from ice_mcp.store.records import RunRecord
 from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
+from ice_mcp.store.sqlite_limits import LIMITS_SCHEMA, SqliteLimits
 from ice_mcp.store.sqlite_outbox import OUTBOX_SCHEMA, SqliteOutbox
 from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
@@ -141,7 +142,7 @@ def open_store(state_url: str | None, data_dir: Path, *,
                    code="invalid_state_url", details={"scheme": scheme})
 
 
-class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, QueuedWriter):
+class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedWriter):
     """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
 
     shared = False
@@ -157,7 +158,7 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, QueuedWriter):
         self._read = self._connect(target)
         self._read_lock = threading.Lock()
         with self._read_lock:
-            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA + HOOK_SCHEMA + OUTBOX_SCHEMA)
+            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA + HOOK_SCHEMA + OUTBOX_SCHEMA + LIMITS_SCHEMA)
             self._migrate()
         self._write = self._connect(target)
         self._start_queue()

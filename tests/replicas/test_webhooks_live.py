@@ -128,3 +128,53 @@ def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_atte
     assert received == [(f"evt_{run_id}_succeeded", 500), (f"evt_{run_id}_succeeded", 200)]
     assert delivery["state"] == "delivered" and [a["status"] for a in delivery["attempts"]] == [500, 200]
     assert len({a["replica"] for a in delivery["attempts"]}) == 2  # one attempt from each server
+
+
+def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_path: Path, redis_url: str) -> None:
+    """runs_per_minute 2; ten starts in about a second: MCP tools/call, a webhook and a schedule trigger, spread
+    over three servers on one Redis: exactly two runs start, eight are turned away as rate_limited."""
+    from ice_mcp.server.cluster import stateless_tool_call
+
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "capped.json").write_text(json.dumps({
+        "name": "capped", "limits": {"runs_per_minute": 2},
+        "nodes": [{"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "x"}}]}))
+    servers = []
+    for number in range(3):
+        workspace = tmp_path / f"server{number}"
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--state", redis_url, "--blueprints", str(folder)))
+    try:
+        for server in servers:
+            server.start()
+        hook = servers[0].rpc("webhook.create", workflow="capped", auth="bearer")
+        servers[0].rpc("schedule.create", workflow="capped", id="yearly", spec={"cron": "0 0 1 1 *"})
+
+        def start(number: int) -> str:
+            server = servers[number % 3]
+            way = number % 3
+            if way == 0:  # an MCP client
+                body, headers = stateless_tool_call("workflow_capped", {})
+                answer = httpx2.post(f"{server.url}/mcp", json=body, headers=headers, timeout=30)
+                text = answer.text
+                return "started" if '"run_id"' in text and "rate_limited" not in text else (
+                    "rate_limited" if "rate_limited" in text else text)
+            if way == 1:  # a webhook
+                answer = httpx2.post(f"{server.url}/hooks/{hook['id']}", json={}, timeout=30,
+                                     headers={"authorization": f"Bearer {hook['secret']}"})
+                return {202: "started", 429: "rate_limited"}.get(answer.status_code, answer.text)
+            reply = httpx2.post(f"{server.url}/rpc", timeout=30, json={  # a schedule's trigger, over /rpc
+                "jsonrpc": "2.0", "id": 1, "method": "schedule.trigger", "params": {"id": "yearly"}}).json()
+            if "result" in reply:
+                return "started"
+            return "rate_limited" if reply["error"].get("data", {}).get("code") == "rate_limited" else str(reply)
+
+        with ThreadPoolExecutor(10) as pool:
+            outcomes = list(pool.map(start, range(10)))
+        assert sorted(outcomes) == ["rate_limited"] * 8 + ["started"] * 2, outcomes
+        runs = servers[1].rpc("run.list", workflow="capped")["runs"]
+        assert len(runs) == 2
+    finally:
+        for server in servers:
+            server.stop()

@@ -166,7 +166,8 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         schedule_delete, scope="run", rpc="schedule.delete", cli=("schedules", "delete")),
     BuiltinTool(
         "schedule_history", "What became of a schedule's slots, newest first: started (with run_id), "
-        "skipped_overlap, buffered, buffer_dropped, missed or paused (a stretch of slots may be one row with count).",
+        "skipped_overlap, buffered, buffer_dropped, missed, paused or rate_limited (the workflow's limits turned it "
+        "away); a stretch of slots may be one row with count.",
         obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
                     "outcome": {"type": "string", "enum": list(OUTCOMES)}}, ["id"]),
         READ_ONLY, schedule_history, rpc="schedule.history"),

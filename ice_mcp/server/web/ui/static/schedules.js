@@ -3,7 +3,7 @@
 
 const REFRESH_MS = 5000;  // how often an open schedules view reads again (next fires move, firings arrive)
 const STALE_SECONDS = 90;  // a firing loop looks at least every 30 s: older than this, no server fires
-const OUTCOMES = ['started', 'skipped_overlap', 'buffered', 'buffer_dropped', 'missed', 'paused'];
+const OUTCOMES = ['started', 'skipped_overlap', 'buffered', 'buffer_dropped', 'missed', 'paused', 'rate_limited'];
 
 // `kit`: app.js's helpers (h, fill, api, errorBox, pre, badge).
 export function makeSchedules(kit) {
