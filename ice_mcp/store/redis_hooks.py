@@ -7,20 +7,13 @@ each set once with HSETNX, so the first run a delivery started is the one every 
 from __future__ import annotations
 
 import builtins
-from typing import Any
 
 from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.hooks import HookRecord
-from ice_mcp.store.redis_schedules import unavailable
+from ice_mcp.store.redis_schedules import RedisRoom, unavailable
 
 
-class RedisHooks:
-    _redis: Any
-    prefix: str
-    location: str
-
-    def _key(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
+class RedisHooks(RedisRoom):
 
     @unavailable
     def save_hook(self, hook: HookRecord) -> None:

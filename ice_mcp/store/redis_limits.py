@@ -6,9 +6,7 @@ is active (or, not written yet, for 30 s); runs_per_minute counts admissions of 
 
 from __future__ import annotations
 
-from typing import Any
-
-from ice_mcp.store.redis_schedules import unavailable
+from ice_mcp.store.redis_schedules import RedisRoom, unavailable
 from ice_mcp.store.sqlite_limits import UNWRITTEN_SECONDS, WINDOW_SECONDS
 
 _ADMIT = """
@@ -35,13 +33,7 @@ return false
 """
 
 
-class RedisLimits:
-    _redis: Any
-    prefix: str
-    location: str
-
-    def _key(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
+class RedisLimits(RedisRoom):
 
     def _register_limit_scripts(self) -> None:
         self._admit = self._redis.register_script(_ADMIT)

@@ -9,11 +9,10 @@ one that dies mid-send leaves it due again once the lease ends.
 from __future__ import annotations
 
 import builtins
-from typing import Any
 
 from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
-from ice_mcp.store.redis_schedules import unavailable
+from ice_mcp.store.redis_schedules import RedisRoom, unavailable
 
 _CLAIM_DUE = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -27,13 +26,7 @@ def _member(entry: OutboxEntry) -> str:
     return f"{entry.event_id}|{entry.target_id}"
 
 
-class RedisOutbox:
-    _redis: Any
-    prefix: str
-    location: str
-
-    def _key(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
+class RedisOutbox(RedisRoom):
 
     def _register_outbox_scripts(self) -> None:
         self._claim_due = self._redis.register_script(_CLAIM_DUE)

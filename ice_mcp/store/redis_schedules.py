@@ -115,6 +115,17 @@ def unavailable(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[
     return call
 
 
+class RedisRoom:
+    """What every Redis mixin of the store uses: the client, the key prefix and where the store is."""
+
+    _redis: Any
+    prefix: str
+    location: str
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+
 def _float(value: float | None) -> str:
     """A float as text that reads back to the same float ('' for None)."""
     return "" if value is None else repr(float(value))
@@ -148,7 +159,7 @@ def _pairs(counts: dict[str, int]) -> builtins.list[Any]:
     return [item for outcome, n in counts.items() if n for item in (outcome, n)]
 
 
-class RedisSchedules:
+class RedisSchedules(RedisRoom):
     """`RunStorage`'s schedule calls on Redis; `_register_schedule_scripts` runs in the store's __init__.
 
     Layout (under the store's prefix):
@@ -162,13 +173,6 @@ class RedisSchedules:
     Floats are kept as `repr` text, which reads back to the same float: a cursor compares exactly.
     Times the store sets come from Redis `TIME`, the clock every replica shares.
     """
-
-    _redis: Any
-    prefix: str
-    location: str
-
-    def _key(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
 
     def _register_schedule_scripts(self) -> None:
         self._save_schedule = self._redis.register_script(_SAVE_SCHEDULE)
