@@ -178,3 +178,51 @@ def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_pat
     finally:
         for server in servers:
             server.stop()
+
+
+def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path) -> None:
+    """max_concurrent_runs 1: the one run's server is SIGKILLed; the other server turns new runs away while
+    the run is orphaned, then while it resumes there, and admits one only once the run has ended."""
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "single.json").write_text(json.dumps({
+        "name": "single", "limits": {"max_concurrent_runs": 1},
+        "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 4}}]}))
+    servers = []
+    for name in ("a", "b"):
+        workspace = tmp_path / name
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
+                                     env={"ICE_MCP_LEASE_SECONDS": "2"}))
+    holder, other = servers
+    try:
+        for server in servers:
+            server.start()
+        hook = holder.rpc("webhook.create", workflow="single", auth="bearer")
+        auth = {"authorization": f"Bearer {hook['secret']}"}
+
+        def start(server: ServerProcess) -> httpx2.Response:
+            return httpx2.post(f"{server.url}/hooks/{hook['id']}", json={}, headers=auth, timeout=30)
+
+        first = start(holder)
+        assert first.status_code == 202
+        run_id = first.json()["run_id"]
+        assert start(other).status_code == 429
+        holder.kill()  # SIGKILL: its run is orphaned, then taken over by the other server
+        tries: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 40
+        while True:
+            status = other.rpc("run.status", run_id=run_id)["status"]
+            answer = start(other)
+            tries.append((answer.status_code, status))
+            if answer.status_code == 202:
+                break
+            assert answer.status_code == 429 and time.monotonic() < deadline, tries
+            time.sleep(0.3)
+        final = other.rpc("run.status", run_id=run_id)
+    finally:
+        for server in servers:
+            server.stop()
+    assert final["status"] == "succeeded"  # resumed on the other server and finished there
+    assert len(tries) > 3 and all(code == 429 for code, _ in tries[:-1])
+    assert all(status == "running" for _, status in tries[:-1])  # turned away exactly while the run ran
