@@ -70,13 +70,18 @@ class Notifications:
 
     # -- targets ----------------------------------------------------------------------------------------
 
-    def set(self, *, url: str, workflow: str | None = None, schedule_id: str | None = None,
-            on: Sequence[str] = ("failed",), secret: str | None = None, target_id: str | None = None
-            ) -> dict[str, Any]:
+    def set(self, *, url: str | None = None, workflow: str | None = None, schedule_id: str | None = None,
+            on: Sequence[str] = ("failed",), secret: str | None = None, target_id: str | None = None,
+            workflow_target: str | None = None) -> dict[str, Any]:
         errors: list[dict[str, str]] = []
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            errors.append({"path": "url", "message": "an http:// or https:// URL"})
+        if bool(url) == bool(workflow_target):
+            errors.append({"path": "url", "message": "name one of url, workflow_target"})
+        elif url:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                errors.append({"path": "url", "message": "an http:// or https:// URL"})
+        elif workflow_target not in self._orc.registry.workflows:
+            errors.append({"path": "workflow_target", "message": f"no workflow named {workflow_target!r}"})
         if bool(workflow) == bool(schedule_id):
             errors.append({"path": "workflow", "message": "name one of workflow, schedule_id"})
         elif workflow and workflow not in self._orc.registry.workflows:
@@ -91,7 +96,7 @@ class Notifications:
         if errors:
             raise NotifyInvalid(f"{errors[0]['path']}: {errors[0]['message']}", details={"errors": errors})
         target = NotifyTarget(target_id or f"n_{uuid.uuid4().hex[:12]}", url, secret or new_secret(), list(on),
-                              workflow, schedule_id, created_at=self.clock())
+                              workflow, schedule_id, created_at=self.clock(), workflow_target=workflow_target)
         self.store.save_target(target)
         return {**self._summary(target), "secret": target.secret}
 
@@ -171,6 +176,10 @@ class Notifications:
         target = self.store.target(entry.target_id)
         if target is None:
             return
+        if target.workflow_target is not None:
+            await self._start_target(target.workflow_target, entry)
+            return
+        assert target.url is not None
         now = self.clock()
         body = json.dumps(entry.payload, separators=(",", ":"), default=str).encode()
         timestamp = str(int(now))
@@ -207,6 +216,18 @@ class Notifications:
                 self._next_retry = min(self._next_retry, entry.next_at) if self._next_retry > now else entry.next_at
         self.store.settle(entry)
 
+    async def _start_target(self, workflow: str, entry: OutboxEntry) -> None:
+        """A workflow target: the event starts it as its inputs, once (the entry's key), whichever server."""
+        tried: dict[str, Any] = {"at": iso(self.clock()), "replica": self._orc.owner.owner_id}
+        try:
+            handle = await self._orc.start(workflow, entry.payload, idempotency_key=f"{entry.event_id}:{entry.target_id}",
+                                           trigger={"kind": "notification", "event_id": entry.event_id})
+            tried["run_id"], entry.state = handle.run_id, "delivered"
+        except IceError as exc:  # its inputs do not fit the event, it is over its limits...: kept, not retried
+            tried["error"], entry.state = f"{exc.code}: {exc.message}", "failed"
+        entry.attempts.append(tried)
+        self.store.settle(entry)
+
     # -- helpers ----------------------------------------------------------------------------------------
 
     def _target(self, target_id: str) -> NotifyTarget:
@@ -218,7 +239,8 @@ class Notifications:
     @staticmethod
     def _summary(target: NotifyTarget) -> dict[str, Any]:
         scope = {"workflow": target.workflow} if target.workflow else {"schedule_id": target.schedule_id}
-        return {"id": target.id, "url": target.url, "on": target.on, **scope, "disabled": target.disabled,
+        to = {"url": target.url} if target.url else {"workflow_target": target.workflow_target}
+        return {"id": target.id, **to, "on": target.on, **scope, "disabled": target.disabled,
                 "created_at": iso(target.created_at)}
 
 

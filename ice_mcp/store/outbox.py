@@ -10,15 +10,17 @@ State = Literal["pending", "delivered", "failed", "disabled"]  # disabled: the t
 
 @dataclass(slots=True)
 class NotifyTarget:
-    """Runs of `workflow` (or started by schedule `schedule_id`) that end in one of `on` are POSTed to `url`."""
+    """Runs of `workflow` (or started by schedule `schedule_id`) that end in one of `on` are POSTed to `url`, or
+    start the workflow `workflow_target` with the event as its inputs."""
 
     id: str
-    url: str
+    url: str | None
     secret: str
     on: list[str] = field(default_factory=lambda: ["failed"])
     workflow: str | None = None
     schedule_id: str | None = None
     disabled: bool = False  # a 410 Gone: nothing more is sent
+    workflow_target: str | None = None
     created_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:

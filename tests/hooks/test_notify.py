@@ -133,3 +133,23 @@ def test_the_default_backoff_retries_within_10_s_and_a_minute_at_least_five_time
         while (wait := backoff(len(waits) + 1, delays, rng)) is not None:
             waits.append(wait)
         assert waits[0] <= 10 and waits[0] + waits[1] <= 60 and len(waits) + 1 >= 5
+
+
+async def test_a_workflow_target_runs_once_with_the_event_as_its_inputs(orc: Orchestrator) -> None:
+    orc.register_blueprint({
+        "name": "on_failure", "inputs": {"type": "object", "properties": {
+            "type": {"type": "string"}, "timestamp": {"type": "string"}, "data": {"type": "object"}},
+            "required": ["type", "data"]},
+        "nodes": [{"id": "n", "type": "tool", "tool_name": "render_template",
+                   "tool_args": {"template": "{{ inputs.type }} {{ inputs.data.run_id }} {{ trigger.kind }}"}}],
+        "outputs": {"text": "{{ n.text }}"}})
+    target = orc.notifications.set(workflow="fails", workflow_target="on_failure", on=["failed"])
+    assert target["workflow_target"] == "on_failure" and "url" not in target
+    failed = await orc.run("fails", {})
+    await wait_for(lambda: any(r.workflow == "on_failure" and r.status == "succeeded" for r in orc.list_runs()))
+    [run] = [r for r in orc.list_runs() if r.workflow == "on_failure"]
+    assert run.outputs == {"text": f"run.failed {failed.run_id} notification"}
+    [delivery] = orc.notifications.history(target["id"])["deliveries"]
+    assert delivery["state"] == "delivered" and delivery["attempts"][0]["run_id"] == run.run_id
+    with pytest.raises(IceError):
+        orc.notifications.set(workflow="fails", url="http://127.0.0.1/x", workflow_target="on_failure")

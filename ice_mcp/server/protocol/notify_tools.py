@@ -21,9 +21,10 @@ _ID = {"type": "string", "description": "The notification target's id."}
 
 async def notify_set(call: BuiltinCall) -> Answer:
     args = call.args
-    return Reply(call.orc.notifications.set(url=args["url"], workflow=args.get("workflow"),
+    return Reply(call.orc.notifications.set(url=args.get("url"), workflow=args.get("workflow"),
                                             schedule_id=args.get("schedule_id"), on=args.get("on", ["failed"]),
-                                            secret=args.get("secret"), target_id=args.get("id")))
+                                            secret=args.get("secret"), target_id=args.get("id"),
+                                            workflow_target=args.get("workflow_target")))
 
 
 async def notify_list(call: BuiltinCall) -> Answer:
@@ -41,15 +42,17 @@ async def notify_history(call: BuiltinCall) -> Answer:
 NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
         "notify_set", "POST a signed event (Standard Webhooks) to a URL when a workflow's runs, or the runs a "
-        "schedule starts, end as listed in `on`: {type: run.succeeded | run.failed | run.canceled, timestamp, "
+        "schedule starts, end as listed in `on` (or start workflow_target with it as inputs): {type: run.succeeded | run.failed | run.canceled, timestamp, "
         "data: {run_id, workflow, status, error, outputs, trigger}}, retried with backoff until a 2xx. Returns "
         "{id, secret}: the secret signs every delivery and is shown only here.",
         obj_schema({"url": {"type": "string", "description": "Where events are POSTed (http or https)."},
+                    "workflow_target": {"type": "string", "description":
+                                        "Instead of a URL: a workflow started with the event as its inputs."},
                     "workflow": {"type": "string"}, "schedule_id": {"type": "string"},
                     "on": {"type": "array", "items": {"type": "string", "enum": list(ON)}, "minItems": 1,
                            "description": "Which endings are sent (default [\"failed\"])."},
                     "secret": {"type": "string", "description": "Your own whsec_ secret (default: a new one)."},
-                    "id": {**_ID, "description": "An id of your own (default: generated)."}}, ["url"]),
+                    "id": {**_ID, "description": "An id of your own (default: generated)."}}),
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True), notify_set, scope="run",
         rpc="notify.set", cli=("notify", "set")),
     BuiltinTool("notify_list", "Every notification target (never its secret).", obj_schema({}), READ_ONLY,
