@@ -62,7 +62,7 @@ class Hooks:
 
     def __init__(self, orc: Orchestrator) -> None:
         self._orc = orc
-        self.base_url: str | None = None
+        self.base_url: str | None = orc.settings.public_url  # `serve --http` sets its own address without it
         self.clock = time.time
 
     @property
