@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import http.server
 import socket
 import ssl
+import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,12 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from ice_mcp import Orchestrator, Registry, Settings
+
+# The server tests' helpers (mcp_helpers, live) serve other folders too; appended, so no folder's conftest
+# module is shadowed (several folders import theirs as `conftest`).
+SERVER_TESTS = str(Path(__file__).resolve().parent / "server")
+if SERVER_TESTS not in sys.path:
+    sys.path.append(SERVER_TESTS)
 
 # No test asserts on time, Hypothesis's own checks included: a loaded 2-core CI machine is slow, not wrong.
 hypothesis_settings.register_profile("ice_mcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -94,3 +105,43 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# -- a loopback HTTP receiver (notifications) ----------------------------------------------------------
+
+
+class Receiver:
+    """A loopback HTTP server answering POSTs with the next status of `answers` (then 200), keeping each request."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.answers = list(answers)
+        self.received: list[tuple[dict[str, str], bytes, float]] = []
+
+
+@contextmanager
+def receiver(answers: list[int]) -> Iterator[tuple[Receiver, str]]:
+    state = Receiver(answers)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+            self.send_response(state.answers.pop(0) if state.answers else 200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}/events"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture
+def make_receiver() -> Any:
+    """`with make_receiver([500, 200]) as (state, url)`: a loopback receiver answering those statuses."""
+    return receiver

@@ -61,6 +61,7 @@ class Notifications:
         self._wake = asyncio.Event()
         self._rng = random.Random()
         self._next_retry = 0.0  # the earliest retry this process scheduled (it looks again then)
+        self._pending: set[asyncio.Task[None]] = set()  # runs whose final record is awaited
 
     @property
     def store(self) -> RunStorage:
@@ -118,10 +119,28 @@ class Notifications:
     # -- events into the outbox -------------------------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
-        """A run watcher: a finished run's event goes into the outbox for every matching target."""
+        """A run watcher: a finished run's event goes into the outbox for every matching target, with the run's
+        final record (on Temporal the record is final once its workflow's result is in, just after the event)."""
         if event.type != "run_finished" or self._orc.store is None:
             return
-        record = self._orc.get_run(event.run_id)
+        handle = self._orc.get_handle(event.run_id)
+        if handle is None or handle.done:
+            self._enqueue(event.run_id)
+            return
+        task = asyncio.get_running_loop().create_task(self._when_final(handle))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _when_final(self, handle: Any) -> None:
+        with contextlib.suppress(Exception):
+            await handle.wait()
+        try:
+            self._enqueue(handle.run_id)
+        except IceError as exc:
+            logger.warning("outbox: event of run %s not kept: %s", handle.run_id, exc.message)
+
+    def _enqueue(self, run_id: str) -> None:
+        record = self._orc.get_run(run_id)
         if record is None or record.status not in EVENTS:
             return
         kind = EVENTS[record.status]

@@ -5,11 +5,7 @@ refused before any connection; only matching runs and endings are sent."""
 from __future__ import annotations
 
 import asyncio
-import http.server
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +19,6 @@ FAILS = {"name": "fails", "nodes": [{"id": "f", "type": "code", "code": "raise V
                                      "retries": 0}]}
 WORKS = {"name": "works", "nodes": [{"id": "w", "type": "tool", "tool_name": "render_template",
                                      "tool_args": {"template": "fine"}}], "outputs": {"text": "{{ w.text }}"}}
-
-
-class Receiver:
-    """A loopback HTTP server answering POSTs with the next status of `answers` (then 200), keeping each request."""
-
-    def __init__(self, answers: list[int]) -> None:
-        self.answers = list(answers)
-        self.received: list[tuple[dict[str, str], bytes, float]] = []
-
-
-@contextmanager
-def receiver(answers: list[int]) -> Iterator[tuple[Receiver, str]]:
-    state = Receiver(answers)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", 0)))
-            state.received.append(({k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
-            self.send_response(state.answers.pop(0) if state.answers else 200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}/events"
-    finally:
-        server.shutdown()
 
 
 @pytest.fixture
@@ -75,8 +40,9 @@ async def wait_for(check: Any, seconds: float = 15.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_retries_until_a_2xx_with_one_webhook_id_each_signature_verified(orc: Orchestrator) -> None:
-    with receiver([500, 500]) as (got, url):
+async def test_retries_until_a_2xx_with_one_webhook_id_each_signature_verified(orc: Orchestrator,
+                                                                                 make_receiver: Any) -> None:
+    with make_receiver([500, 500]) as (got, url):
         target = orc.notifications.set(workflow="fails", url=url, on=["failed"])
         other = orc.notifications.set(workflow="works", url=url, on=["failed"])  # works never fails: nothing
         record = await orc.run("fails", {})
@@ -97,8 +63,9 @@ async def test_retries_until_a_2xx_with_one_webhook_id_each_signature_verified(o
     assert orc.notifications.history(other["id"])["deliveries"] == []
 
 
-async def test_a_410_disables_the_target_and_the_metadata_address_is_refused(orc: Orchestrator) -> None:
-    with receiver([410]) as (got, url):
+async def test_a_410_disables_the_target_and_the_metadata_address_is_refused(orc: Orchestrator,
+                                                                              make_receiver: Any) -> None:
+    with make_receiver([410]) as (got, url):
         gone = orc.notifications.set(workflow="works", url=url, on=["succeeded"])
         await orc.run("works", {})
         await wait_for(lambda: orc.notifications.history(gone["id"])["deliveries"][0]["state"] == "disabled")

@@ -216,7 +216,11 @@ async def test_the_ui_command_shows_a_servers_runs_read_only_unless_admin(
     failed = await call_workflow(server, "fails")
     store = RunStore(workspace / ".ice" / "runs.sqlite3")  # the data folder the module's server writes
     try:
-        assert store.get(failed["run_id"]) is not None
+        for _ in range(100):  # the server writes records in batches: its last one lands a moment later
+            if (kept := store.get(failed["run_id"])) is not None and kept.status == "failed":
+                break
+            await asyncio.sleep(0.05)
+        assert kept is not None and kept.status == "failed"
     finally:
         store.close()
     run_id = failed["run_id"]

@@ -88,7 +88,8 @@ class TemporalEngine:
                            code="temporal_unavailable")
         settings = orc.settings
         tuning = Tuning(heartbeat_seconds=settings.temporal_heartbeat_seconds)
-        return cls(settings, orc.store, orc.workflow_plan, runs, observers=[orc.metrics.observe], tuning=tuning)
+        return cls(settings, orc.store, orc.workflow_plan, runs, observers=[orc.metrics.observe, orc.tell_watchers],
+                   tuning=tuning)
 
     async def client(self) -> Client:
         async with self._connecting:

@@ -271,11 +271,14 @@ class TemporalClock:
                     done["deleted"] += 1
                 done["server_timed"] += 1
                 continue
-            if schedule_id not in existing:
+            try:  # describe, not the list: Temporal lists a new schedule only after a moment
+                current = (await self.client.get_schedule_handle(PREFIX + schedule_id).describe()).schedule
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
                 await self.put(schedule)
                 done["created"] += 1
                 continue
-            current = (await self.client.get_schedule_handle(PREFIX + schedule_id).describe()).schedule
             if await self._made_from(current) == digest(schedule, self.task_queue) and (
                     current.state.paused == schedule.paused):
                 done["unchanged"] += 1
