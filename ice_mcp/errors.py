@@ -27,6 +27,11 @@ class IceError(Exception):
         return error
 
 
+def every_problem(first: str, count: int) -> str:
+    """A message for `count` problems found at once: the first, and how many more."""
+    return first if count <= 1 else f"{first} (and {count - 1} more problems)"
+
+
 class BlueprintInvalid(IceError):
     """A blueprint or manifest with problems; `report` lists every one."""
 
@@ -34,9 +39,7 @@ class BlueprintInvalid(IceError):
 
     def __init__(self, report: ValidationReport):
         first = report.errors[0].message if report.errors else "invalid blueprint"
-        count = len(report.errors)
-        summary = first if count == 1 else f"{first} (and {count - 1} more problems)"
-        super().__init__(summary, details={"errors": [e.model_dump() for e in report.errors]})
+        super().__init__(every_problem(first, len(report.errors)), details={"errors": [e.model_dump() for e in report.errors]})
         self.report = report
 
 

@@ -512,7 +512,10 @@ class Orchestrator:
         A registered network's name runs it; `trigger` is what its workflows' templates see (a schedule's slot)."""
         if idempotency_key and (existing := self._network_keys.get(idempotency_key)) is not None:
             return existing
-        if isinstance(manifest, str) and (named := self.networks.get(manifest)) is not None:
+        if isinstance(manifest, str) and manifest.isidentifier():  # a name, not YAML text or a path
+            named = self.networks.get(manifest)
+            if named is None:  # another server may serve it: this one cannot start it
+                raise UnknownName("network", manifest, nearest(manifest, self.networks))
             manifest, base_dir, from_client = named.manifest, named.base_dir, False
         runner = NetworkRunner(self, from_client=from_client, base_dir=base_dir)
         handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event, trigger=trigger,
@@ -542,10 +545,12 @@ class Orchestrator:
 
     def network_status(self, network_id: str) -> dict[str, Any] | None:
         """A network run's result so far, from here or (another process's) from the run store."""
+        if not network_id.startswith(NETWORK_ID_PREFIX):
+            return None  # a workflow run's id: no store read
         if (handle := self.get_network(network_id)) is not None:
             return handle.result()
         record = self.store.get(network_id) if self.store is not None else None
-        return network_result(record) if record is not None and network_id.startswith(NETWORK_ID_PREFIX) else None
+        return network_result(record) if record is not None else None
 
     def close(self) -> None:
         """Close the store (for short-lived callers with no runs in flight, like the CLI)."""

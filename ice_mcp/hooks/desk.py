@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
-from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName
+from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
 from ice_mcp.signing import Unverified, new_secret, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
 from ice_mcp.store.records import iso
@@ -103,8 +103,8 @@ class Hooks:
         if network and inputs:
             errors.append({"path": "inputs", "message": "a network takes no inputs"})
         if errors:
-            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-            raise HookInvalid(f"{errors[0]['path']}: {errors[0]['message']}{more}", details={"errors": errors})
+            raise HookInvalid(every_problem(f"{errors[0]['path']}: {errors[0]['message']}", len(errors)),
+                              details={"errors": errors})
         if self.store.hook(hook_id) is not None:
             raise IceError(f"a webhook {hook_id!r} exists: delete it first", code="webhook_exists",
                            details={"id": hook_id})
@@ -192,8 +192,6 @@ class Hooks:
         trigger = {"kind": "webhook", "hook_id": hook_id, "delivery_id": delivery_id}
         key = f"hook:{hook_id}:{delivery_id}" if delivery_id is not None else None
         if hook.target_kind == "network":
-            if hook.target not in self._orc.networks:
-                return _refusal(422, "unknown_network", f"no network named {hook.target!r} on this server")
             run_id = self._orc.start_network(hook.target, idempotency_key=key, trigger=trigger,
                                              from_client=False).network_id
         else:

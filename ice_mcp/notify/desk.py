@@ -17,17 +17,18 @@ import random
 import time
 import urllib.parse
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.errors import IceError, UnknownName
-from ice_mcp.signing import new_secret, standard_signature
+from ice_mcp.errors import IceError, UnknownName, every_problem
+from ice_mcp.signing import SECRET_PREFIX, new_secret, standard_signature
 from ice_mcp.store.events import Event
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
 from ice_mcp.store.records import iso
 from ice_mcp.tools.egress import EgressRefused, guarded_client
 
 if TYPE_CHECKING:
+    from ice_mcp.handles import RunHandle
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
@@ -62,6 +63,7 @@ class Notifications:
         self._rng = random.Random()
         self._next_retry = 0.0  # the earliest retry this process scheduled (it looks again then)
         self._pending: set[asyncio.Task[None]] = set()  # runs whose final record is awaited
+        self._unwatch: Callable[[], None] = lambda: None
 
     @property
     def store(self) -> RunStorage:
@@ -92,10 +94,11 @@ class Notifications:
         wrong = [o for o in on if o not in ON]
         if not on or wrong:
             errors.append({"path": "on", "message": f"some of {', '.join(ON)}"})
-        if secret is not None and not secret.startswith("whsec_"):
+        if secret is not None and not secret.startswith(SECRET_PREFIX):
             errors.append({"path": "secret", "message": "a Standard Webhooks secret: whsec_<base64>"})
         if errors:
-            raise NotifyInvalid(f"{errors[0]['path']}: {errors[0]['message']}", details={"errors": errors})
+            raise NotifyInvalid(every_problem(f"{errors[0]['path']}: {errors[0]['message']}", len(errors)),
+                                details={"errors": errors})
         target = NotifyTarget(target_id or f"n_{uuid.uuid4().hex[:12]}", url, secret or new_secret(), list(on),
                               workflow, schedule_id, created_at=self.clock(), workflow_target=workflow_target)
         self.store.save_target(target)
@@ -131,7 +134,7 @@ class Notifications:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _when_final(self, handle: Any) -> None:
+    async def _when_final(self, handle: RunHandle) -> None:
         with contextlib.suppress(Exception):
             await handle.wait()
         try:
@@ -162,14 +165,15 @@ class Notifications:
 
     def start_loop(self) -> None:
         if self._task is None and self._orc.store is not None:
-            self._orc.watch_runs(self.on_event)
+            self._unwatch = self._orc.watch_runs(self.on_event)
             self._task = asyncio.get_running_loop().create_task(self._drain(), name="ice_mcp outbox")
 
     async def stop_loop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._unwatch()
+            for task in [self._task, *self._pending]:
+                task.cancel()
+            await asyncio.gather(self._task, *self._pending, return_exceptions=True)
             self._task = None
 
     async def _drain(self) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
-from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.errors import IceError, UnknownName, every_problem
 from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, previous_slot, start_slot
 from ice_mcp.schedules.timing import (
     ScheduleInvalid,
@@ -244,7 +244,7 @@ class Schedules:
         for slot in sorted({f.slot for f in claims}):
             await self._start_claimed(schedule, slot)
         loop = self.loop or FiringLoop(self._orc, self.store, clock=self.now)
-        await loop.fire(self.store.schedule(schedule_id) or schedule, self.now())
+        await loop.fire(schedule, self.now())  # it reads the schedule again when a slot is due
 
     async def _start_claimed(self, schedule: ScheduleRecord, slot: float) -> str:
         """Start the run of a slot claimed by a trigger (any time) or a backfill (one of the spec's slots),
@@ -363,8 +363,8 @@ class Schedules:
                 errors.extend({"path": f"inputs.{p['path']}".rstrip("."), "message": p["message"]} for p in problems)
         if errors or parsed is None or policy_doc is None:
             first = errors[0] if errors else {"path": "", "message": "invalid schedule"}
-            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-            raise ScheduleInvalid(f"{first['path']}: {first['message']}{more}", details={"errors": errors})
+            raise ScheduleInvalid(every_problem(f"{first['path']}: {first['message']}", len(errors)),
+                                  details={"errors": errors})
         return parsed, policy_doc, prepared
 
     def _start_cursor(self, spec: ScheduleSpec) -> float:

@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.blueprint.issues import nearest
-from ice_mcp.errors import IceError, RateLimited, UnknownName
+from ice_mcp.errors import IceError, RateLimited
 from ice_mcp.schedules.timing import (
     SchedulePolicy,
     ScheduleSpec,
@@ -60,8 +59,6 @@ async def start_slot(orc: Orchestrator, schedule: ScheduleRecord, slot: float, p
                "previous_slot": slot_text(previous), **extra}
     key = slot_key(schedule.id, slot)
     if schedule.target_kind == "network":
-        if schedule.target not in orc.networks:  # another server may serve it: this one cannot start it
-            raise UnknownName("network", schedule.target, nearest(schedule.target, orc.networks))
         return orc.start_network(schedule.target, idempotency_key=key, trigger=trigger, from_client=False).network_id
     handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=key, trigger=trigger)
     return handle.run_id
@@ -307,10 +304,7 @@ class FiringLoop:
         if not policy.pause_on_failure or schedule.paused:
             return False
         for run_id in schedule.running:
-            record = self._orc.get_run(run_id)
-            status = (self._orc.network_status(run_id) or {}).get("status") if run_id.startswith(
-                NETWORK_ID_PREFIX) else record.status if record is not None else None
-            if status in ("failed", "timed_out", "over_budget"):
+            if (status := self._status(run_id)) in ("failed", "timed_out", "over_budget"):
                 schedule.paused, schedule.note = True, f"paused after run {run_id} ended {status}"
                 self._store.save_schedule(schedule, if_revision=schedule.revision)
                 return True
@@ -329,6 +323,13 @@ class FiringLoop:
             if not any(record is not None and record.status not in ACTIVE for record in (here, stored)):
                 active.append(run_id)
         return active
+
+    def _status(self, run_id: str) -> str | None:
+        """A run's (or network run's) status, here or in the store."""
+        if (network := self._orc.network_status(run_id)) is not None:
+            return str(network["status"])
+        record = self._orc.get_run(run_id)
+        return record.status if record is not None else None
 
     def _network_active(self, network_id: str) -> bool:
         """A network run is not resumed when its server dies: running only while its server lives."""

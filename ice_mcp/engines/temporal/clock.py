@@ -190,13 +190,14 @@ class TemporalClock:
         if wanted is None:
             await self._delete(schedule.id)
             return False
-        handle = self.client.get_schedule_handle(PREFIX + schedule.id)
         try:
             await self.client.create_schedule(PREFIX + schedule.id, wanted)
-            return True
         except ScheduleAlreadyRunningError:
-            pass
+            await self._update(schedule, wanted)
+        return True
 
+    async def _update(self, schedule: ScheduleRecord, wanted: Schedule) -> None:
+        handle = self.client.get_schedule_handle(PREFIX + schedule.id)
         was_paused: list[bool] = []
 
         def update(current: ScheduleUpdateInput) -> ScheduleUpdate:
@@ -209,11 +210,10 @@ class TemporalClock:
             await handle.pause(note=schedule.note or "paused")
         elif not schedule.paused and was_paused != [False]:
             await handle.unpause(note="resumed")
-        return True
 
     async def _made_from(self, schedule: Schedule) -> str | None:
         action = schedule.action
-        if not isinstance(action, ScheduleActionStartWorkflow) or action.task_queue != self.task_queue:
+        if not isinstance(action, ScheduleActionStartWorkflow) or _queue(schedule) != self.task_queue:
             return None
         raw = (action.memo or {}).get(DIGEST)
         if raw is None:
@@ -228,25 +228,15 @@ class TemporalClock:
 
     async def trigger(self, schedule_id: str) -> bool:
         """A tick now, through the handle; False when the schedule has no Temporal Schedule."""
-        try:
-            await self.client.get_schedule_handle(PREFIX + schedule_id).trigger(overlap=ScheduleOverlapPolicy.ALLOW_ALL)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        handle = self.client.get_schedule_handle(PREFIX + schedule_id)
+        return await _found(handle.trigger(overlap=ScheduleOverlapPolicy.ALLOW_ALL))
 
     async def backfill(self, schedule_id: str, start: datetime, end: datetime) -> bool:
         """Ticks for the slots from `start` to `end`, through the handle; False without a Temporal Schedule."""
-        try:
-            await self.client.get_schedule_handle(PREFIX + schedule_id).backfill(ScheduleBackfill(
-                start_at=start - timedelta(seconds=1), end_at=end + timedelta(seconds=1),
-                overlap=ScheduleOverlapPolicy.ALLOW_ALL))
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
+        handle = self.client.get_schedule_handle(PREFIX + schedule_id)
+        return await _found(handle.backfill(ScheduleBackfill(
+            start_at=start - timedelta(seconds=1), end_at=end + timedelta(seconds=1),
+            overlap=ScheduleOverlapPolicy.ALLOW_ALL)))
 
     async def reconcile(self, schedules: list[ScheduleRecord]) -> dict[str, int]:
         """Repair drift at start: create or fix the Temporal Schedules of the store's schedules and delete those
@@ -283,9 +273,20 @@ class TemporalClock:
                     current.state.paused == schedule.paused):
                 done["unchanged"] += 1
             else:
-                await self.put(schedule)
+                await self._update(schedule, wanted)
                 done["updated"] += 1
         return done
+
+
+async def _found(call: Awaitable[None]) -> bool:
+    """A call on a schedule's handle; False when Temporal has no such schedule."""
+    try:
+        await call
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 def _queue(schedule: Schedule) -> str | None:
