@@ -165,9 +165,11 @@ async def test_the_catalogue_starts_a_run_from_its_input_form(page: Any, server:
     await page.goto(f"{server}/ui#/workflows")
     await page.wait_for_selector('[data-workflow="greeting"]')
     assert "Greets whoever the form names." in await page.text_content('[data-workflow="greeting"]')
+    # The token first: saving it draws the view again, which would wipe a form already being filled in.
+    await use_token(page, ADMIN)
+    await page.wait_for_selector('#who[data-admin="yes"]')
     await page.click('[data-workflow="greeting"]')
     await page.wait_for_selector('.diagram [data-node="greet"]')
-    await use_token(page, ADMIN)
     await page.wait_for_selector("#start-run:not([disabled])")
     await page.fill("#input-name", "Ada")
     await page.fill("#input-times", "2")
