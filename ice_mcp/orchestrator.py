@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
-from ice_mcp.blueprint.models import Blueprint, Limits, NetworkManifest
+from ice_mcp.blueprint.models import Blueprint, NetworkManifest
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
@@ -265,22 +265,29 @@ class Orchestrator:
                                 details={"errors": problems})
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None)
-        self._admit(plan, record.run_id, idempotency_key)
+        self._admit(plan, record, idempotency_key)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend, caller=caller)
 
-    def _admit(self, plan: Plan, run_id: str, idempotency_key: str | None) -> None:
-        """Hold the workflow's `limits` in the run store (shared by every process on it); raises RateLimited.
-        A key another process already started a run with attaches to that run and is not counted again."""
+    def _admit(self, plan: Plan, record: RunRecord, idempotency_key: str | None) -> None:
+        """Hold the workflow's `limits` in the run store (shared by every process on it); raises RateLimited,
+        or (on_limit: queue) the run is `queued` and the engine starts it in its turn. A key another process
+        already started a run with attaches to that run and is not counted again."""
         limits = plan.blueprint.limits
         if limits is None or self.store is None:
             return
+        if limits.on_limit == "queue":
+            if self.engine.name != "embedded":  # its queue lives with the leases that keep it durable
+                raise IceError(f"{plan.name}: on_limit 'queue' needs the embedded engine; with --engine "
+                               f"{self.engine.name} use 'reject'", code="unsupported")
+            record.status = "queued"
+            return
         if idempotency_key and self.store.by_idempotency_key(idempotency_key):
             return
-        wait = self.store.admit(plan.name, run_id, self.store.now(), max_concurrent=limits.max_concurrent_runs,
-                                per_minute=limits.runs_per_minute)
+        wait = self.store.admit(plan.name, record.run_id, self.store.now(),
+                                max_concurrent=limits.max_concurrent_runs, per_minute=limits.runs_per_minute)
         if wait is not None:
-            raise RateLimited(f"{plan.name} is at its limit ({_limit_words(limits)}): try again in {wait:.1f} s",
+            raise RateLimited(f"{plan.name} is at its limit ({limits.words()}): try again in {wait:.1f} s",
                               wait)
 
     def _launch(self, plan: Plan, record: RunRecord, replay: Replay | None, *, idempotency_key: str | None = None,
@@ -572,12 +579,6 @@ class Orchestrator:
         await self.services.aclose()
         if self.store is not None:
             self.store.close()
-
-
-def _limit_words(limits: Limits) -> str:
-    held = [f"{limits.max_concurrent_runs} at once" if limits.max_concurrent_runs else "",
-            f"{limits.runs_per_minute} a minute" if limits.runs_per_minute else ""]
-    return ", ".join(h for h in held if h)
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

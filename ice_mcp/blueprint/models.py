@@ -247,7 +247,15 @@ class Limits(_Model):
 
     max_concurrent_runs: Annotated[int, Field(ge=1)] | None = None
     runs_per_minute: Annotated[int, Field(ge=1)] | None = None
-    on_limit: Literal["reject"] = "reject"  # a run over a limit is refused (rate_limited, retry_after_seconds)
+    # reject: a run over a limit is refused (rate_limited, retry_after_seconds); queue: it waits as `queued`
+    # and starts in its turn, as soon as the limits allow.
+    on_limit: Literal["reject", "queue"] = "reject"
+
+    def words(self) -> str:
+        """What the limits hold, as a refusal names them: "1 at once, 2 a minute"."""
+        held = [f"{self.max_concurrent_runs} at once" if self.max_concurrent_runs else "",
+                f"{self.runs_per_minute} a minute" if self.runs_per_minute else ""]
+        return ", ".join(h for h in held if h)
 
 
 class Blueprint(_Model):

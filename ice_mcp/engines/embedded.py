@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ice_mcp.core.context import RunContext, Sleep, Spend
+from ice_mcp.engines.admission import AdmissionLine
 from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
 from ice_mcp.engines.following import follow_journal
 from ice_mcp.errors import IceError, UnknownName
@@ -54,11 +56,13 @@ class EmbeddedEngine:
     _followed: dict[str, RunHandle] = field(default_factory=dict)  # runs of other processes followed here
     _snapshots: dict[str, int] = field(default_factory=dict)  # events a live run had at its last kept record
     _slots: asyncio.Semaphore | contextlib.nullcontext[None] = field(init=False)
+    _line: AdmissionLine | None = field(init=False)  # runs `queued` by their workflow's limits wait here
     _lease_task: asyncio.Task[None] | None = None
     _adopting: bool = False  # a server takes over the runs of servers that died; a one-shot CLI does not
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.max_runs) if self.max_runs else contextlib.nullcontext()
+        self._line = AdmissionLine(self.store) if self.store is not None else None
 
     def launch(self, run: Launch) -> RunHandle:
         """Start (or resume, with a replay and the journal so far) a run's task; the store hears first.
@@ -70,7 +74,12 @@ class EmbeddedEngine:
                                        retry_of=record.retry_of)
             stored = self.store.run(holder) if holder is not None else None
             if stored is not None:
+                self.store.forget_admission(record.workflow, record.run_id)  # not counted beside the key's run
                 return self.follow(stored) or RunHandle(stored.record, EventLog(stored.record.run_id), None)
+            if record.status == "queued" and (limits := plan.blueprint.limits) is not None and self._line is not None:
+                if self._line.join(plan.name, record.run_id, record.started_at or 0.0, limits):
+                    record.status = "running"
+                    self.store.save(record)
         per_run = self.run_listeners(record) if self.run_listeners is not None else []
         events = EventLog(record.run_id, [*self.observers, *per_run, *run.listeners], journal)
         if self.store is not None:
@@ -87,13 +96,16 @@ class EmbeddedEngine:
 
     async def _execute(self, plan: Plan, record: RunRecord, ctx: RunContext, key: str | None) -> RunRecord:
         try:
+            if record.status == "queued":
+                await self._wait_turn(plan, record)
             async with self._slots:  # max_runs: a run waits here for a free slot
                 return await self.runner.execute(plan, record, ctx)
         finally:
             handle = self.runs.get(record.run_id)
             if handle is not None and handle.suspended:
                 # The next server resumes it from its journal (its questions are asked again there).
-                record.status, record.error = ("input_required" if record.questions else "running"), None
+                if record.status != "queued":
+                    record.status, record.error = ("input_required" if record.questions else "running"), None
             elif self.store is not None:
                 record.questions.clear()
                 self.store.save(record, idempotency_key=key)
@@ -101,6 +113,17 @@ class EmbeddedEngine:
                 self.questions.forget(record.run_id)
             if handle is not None:
                 handle.release()
+            if self._line is not None:
+                self._line.wake(record.workflow)
+
+    async def _wait_turn(self, plan: Plan, record: RunRecord) -> None:
+        """A queued run starts when the store admits it: its turn in the workflow's queue and a free slot."""
+        limits = plan.blueprint.limits
+        if self._line is not None and limits is not None and limits.on_limit == "queue":
+            await self._line.wait_turn(plan.name, record.run_id, record.started_at or 0.0, limits)
+        record.status, record.started_at = "running", time.time()  # it starts now; it was made when queued
+        if self.store is not None:
+            self.store.save(record)
 
     def _finalize(self, task: asyncio.Task[RunRecord], handle: RunHandle) -> None:
         # A run cancelled before its first step, or whose task died, never closed its record: close it here.
@@ -247,7 +270,8 @@ class EmbeddedEngine:
         plan = self.plan_of(stored)
         journal = [Event.from_dict(e) for e in self.store.events(run_id)]
         record = stored.record
-        record.status, record.error, record.outputs, record.finished_at = "running", None, None, None
+        record.status = "queued" if record.status == "queued" else "running"  # a queued one waits its turn again
+        record.error, record.outputs, record.finished_at = None, None, None
         record.questions.clear()  # its human nodes ask again, with their first deadlines
         if self.questions is not None:
             self.questions.restore(run_id, (e.to_dict() for e in journal))
@@ -298,6 +322,8 @@ class EmbeddedEngine:
                 self.store.save(handle.record)
 
     async def aclose(self, *, suspend: bool) -> None:
+        if self._line is not None:
+            await self._line.aclose()
         if self._lease_task is not None:
             self._lease_task.cancel()
             if self._lease_task.get_loop() is asyncio.get_running_loop():

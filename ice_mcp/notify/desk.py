@@ -24,7 +24,7 @@ from ice_mcp.errors import IceError, UnknownName, every_problem
 from ice_mcp.signing import SECRET_PREFIX, new_secret, standard_signature
 from ice_mcp.store.events import Event
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
-from ice_mcp.store.records import iso
+from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord, iso
 from ice_mcp.tools.egress import EgressRefused, guarded_client
 
 if TYPE_CHECKING:
@@ -39,6 +39,9 @@ ON = ("succeeded", "failed", "canceled")
 TIMEOUT_SECONDS = 15.0
 LEASE_SECONDS = 30.0  # a claimed entry is due again this long after its claim (its sender died)
 POLL_SECONDS = 1.0
+SWEEP_SECONDS = 30.0  # how often a server looks for ended runs whose event no process put in the outbox
+SWEEP_RUNS = 200  # the newest runs a sweep reads
+SWEEP_HOURS = 24.0  # runs ended longer ago than this are not looked at again
 
 
 class NotifyInvalid(IceError):
@@ -144,12 +147,29 @@ class Notifications:
 
     def _enqueue(self, run_id: str) -> None:
         record = self._orc.get_run(run_id)
-        if record is None or record.status not in EVENTS:
+        if record is not None:
+            self._enqueue_record(record, self.store.targets())
+
+    def sweep(self) -> None:
+        """Put the events of recently ended runs in the outbox where the process that saw them end died before
+        it did (an entry already there, sent or not, stays as it is): so every ended run is notified once its
+        final record is kept, whichever process dies when."""
+        targets = [t for t in self.store.targets() if not t.disabled]
+        if not targets:
             return
+        since = self.clock() - SWEEP_HOURS * 3600
+        for record in self.store.list(limit=SWEEP_RUNS):
+            if record.finished_at is not None and record.finished_at >= since:
+                self._enqueue_record(record, targets)
+
+    def _enqueue_record(self, record: RunRecord, targets: Sequence[NotifyTarget]) -> None:
+        if record.status not in EVENTS or record.run_id.startswith(NETWORK_ID_PREFIX):
+            return  # a network's event is its workflows' events
         kind = EVENTS[record.status]
         wanted = kind.removeprefix("run.")
         schedule = (record.trigger or {}).get("schedule_id")
-        targets = [t for t in self.store.targets() if not t.disabled and wanted in t.on
+        ended = record.finished_at or 0.0
+        targets = [t for t in targets if not t.disabled and wanted in t.on and ended >= t.created_at
                    and (t.workflow == record.workflow or (schedule is not None and t.schedule_id == schedule))]
         if not targets:
             return
@@ -178,10 +198,14 @@ class Notifications:
 
     async def _drain(self) -> None:
         settings = self._orc.settings
+        next_sweep = self.clock()
         async with guarded_client(settings, timeout=TIMEOUT_SECONDS) as client:
             while True:
                 due: list[OutboxEntry] = []
                 try:
+                    if self.clock() >= next_sweep:
+                        next_sweep = self.clock() + SWEEP_SECONDS
+                        self.sweep()
                     due = self.store.claim_due(self.clock(), LEASE_SECONDS)
                     await asyncio.gather(*(self._attempt(client, entry) for entry in due))
                 except IceError as exc:

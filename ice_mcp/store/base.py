@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -169,6 +169,9 @@ class RunStorage(Protocol):
     # Per-workflow limits, decided at admission for every process on the store.
     def admit(self, workflow: str, run_id: str, now: float, *, max_concurrent: int | None,
               per_minute: int | None) -> float | None: ...
+    def forget_admission(self, workflow: str, run_id: str) -> None: ...
+    def admit_next(self, workflow: str, waiting: Mapping[str, float], now: float, *, max_concurrent: int | None,
+                   per_minute: int | None) -> tuple[str | None, float]: ...
 
     # Where run events are sent (store/outbox.py), and the outbox of their deliveries.
     def save_target(self, target: NotifyTarget) -> None: ...

@@ -9,8 +9,9 @@ from typing import Any
 from ice_mcp.types import Usage
 
 NETWORK_ID_PREFIX = "net_"  # a network run's id (its record is kept beside the runs of its workflows)
-# A run is under way while running, or while a `human` node waits for an answer.
-ACTIVE = frozenset({"running", "input_required"})
+# A run is under way while running, while a `human` node waits for an answer, or while its workflow's
+# `limits` (on_limit: queue) hold it back.
+ACTIVE = frozenset({"running", "input_required", "queued"})
 
 
 def iso(ts: float | None) -> str | None:

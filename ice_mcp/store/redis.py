@@ -259,8 +259,8 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
 
     @unavailable
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
-        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
-        process on this host died."""
+        """Runs still under way (ACTIVE: running, waiting for a person, queued) whose owner is gone: its lease
+        ran out, or its process on this host died."""
         ids = [run_id.decode() for status in ACTIVE for run_id in self._redis.zrange(self._key("status", status), 0, -1)]
         if not ids:
             return []

@@ -37,7 +37,7 @@ from ice_mcp.store.base import (
     loads,
     owner_gone,
 )
-from ice_mcp.store.records import RunRecord
+from ice_mcp.store.records import ACTIVE, RunRecord
 from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
 from ice_mcp.store.sqlite_limits import LIMITS_SCHEMA, SqliteLimits
 from ice_mcp.store.sqlite_outbox import OUTBOX_SCHEMA, SqliteOutbox
@@ -287,11 +287,11 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
     # -- ownership ------------------------------------------------------------------------------
 
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
-        """Runs still under way (`running`, `input_required`) whose owner is gone: its lease ran out, or its
-        process on this host died."""
+        """Runs still under way (ACTIVE: running, waiting for a person, queued) whose owner is gone: its lease
+        ran out, or its process on this host died."""
         rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
                           " LEFT JOIN owners o ON o.owner_id = r.owner"
-                          " WHERE r.status IN ('running', 'input_required')")
+                          f" WHERE r.status IN ({', '.join(repr(s) for s in sorted(ACTIVE))})")
         return [(run_id, owner) for run_id, owner, host, pid, beat in rows
                 if owner_gone(owner, host, pid, beat, me, lease_seconds)]
 

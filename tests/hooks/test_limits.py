@@ -10,13 +10,20 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_helpers import http_server, make_options
+from mcp_helpers import http_client, http_server, make_options, structured
 
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.errors import IceError, RateLimited
 from ice_mcp.schedules.firing import FiringLoop
 
 GATE = asyncio.Event()
+
+
+@pytest.fixture(autouse=True)
+def fresh_gate() -> None:
+    """A gate of this test's event loop (an Event waited on in one loop refuses waiters of another)."""
+    global GATE
+    GATE = asyncio.Event()
 
 
 async def held() -> dict[str, Any]:
@@ -79,6 +86,156 @@ async def test_max_concurrent_runs_frees_its_slot_when_the_run_ends(tmp_path: Pa
         await there.aclose()
 
 
+STARTED: list[int] = []  # the order `numbered` runs began in
+RUNNING = [0, 0]  # running now, most at once
+
+
+async def numbered(n: int) -> dict[str, Any]:
+    """Notes when run `n` begins and how many run at once, then holds until the gate opens."""
+    STARTED.append(n)
+    RUNNING[0] += 1
+    RUNNING[1] = max(RUNNING)
+    try:
+        await GATE.wait()
+    finally:
+        RUNNING[0] -= 1
+    return {"n": n}
+
+
+def queued_orchestrators(tmp_path: Path, count: int = 2, **limits: Any) -> list[Orchestrator]:
+    blueprint = {"name": "lined", "limits": {**limits, "on_limit": "queue"},
+                 "inputs": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                 "nodes": [{"id": "h", "type": "tool", "tool_name": "numbered", "tool_args": {"n": "{{ inputs.n }}"}}]}
+    made = []
+    for _ in range(count):
+        registry = Registry()
+        registry.add_tool(numbered)
+        orc = Orchestrator(registry=registry, settings=Settings(data_dir=tmp_path / "data", workspace=tmp_path,
+                                                                lease_seconds=1.0))
+        orc.register_blueprint(blueprint)
+        made.append(orc)
+    STARTED.clear()
+    RUNNING[:] = [0, 0]
+    return made
+
+
+async def statuses(orc: Orchestrator, handles: list[Any]) -> list[str]:
+    assert orc.store is not None and orc.store.flush()
+    return [(orc.store.get(h.run_id) or h.record).status for h in handles]
+
+
+async def until(check: Any, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+async def test_queued_runs_start_one_at_a_time_in_the_order_they_came(tmp_path: Path) -> None:
+    GATE.clear()
+    here, there = queued_orchestrators(tmp_path, max_concurrent_runs=1)
+    try:
+        handles = []
+        for n in range(6):  # two processes on one store: one queue
+            handles.append(await (here if n % 2 else there).start("lined", {"n": n}))
+        await until(lambda: STARTED == [0])
+        await asyncio.sleep(0.3)
+        assert await statuses(here, handles) == ["running"] + ["queued"] * 5
+        GATE.set()
+        records = [await h.wait(30) for h in handles]
+        assert [r.status for r in records] == ["succeeded"] * 6
+        assert STARTED == [0, 1, 2, 3, 4, 5] and RUNNING[1] == 1
+    finally:
+        GATE.set()
+        await here.aclose()
+        await there.aclose()
+
+
+async def test_queued_runs_start_as_the_minute_window_allows(tmp_path: Path) -> None:
+    GATE.set()
+    here, there = queued_orchestrators(tmp_path, runs_per_minute=2)
+    clock = [1_800_000_000.0]
+    for orc in (here, there):
+        assert orc.store is not None
+        orc.store.now = lambda: clock[0]  # type: ignore[method-assign]
+    try:
+        handles = [await (here if n % 2 else there).start("lined", {"n": n}) for n in range(5)]
+        await until(lambda: len(STARTED) == 2)
+        await asyncio.sleep(1.5)  # the others ask again and stay queued
+        assert STARTED == [0, 1]
+        assert await statuses(here, handles) == ["succeeded"] * 2 + ["queued"] * 3
+        clock[0] += 61
+        await until(lambda: len(STARTED) == 4)
+        await asyncio.sleep(1.5)
+        assert STARTED == [0, 1, 2, 3]
+        clock[0] += 61
+        assert [(await h.wait(10)).status for h in handles] == ["succeeded"] * 5
+        assert STARTED == [0, 1, 2, 3, 4]
+    finally:
+        await here.aclose()
+        await there.aclose()
+
+
+async def test_a_cancelled_queued_run_leaves_the_queue(tmp_path: Path) -> None:
+    GATE.clear()
+    [orc] = queued_orchestrators(tmp_path, count=1, max_concurrent_runs=1)
+    try:
+        first = await orc.start("lined", {"n": 0})
+        second = await orc.start("lined", {"n": 1})
+        third = await orc.start("lined", {"n": 2})
+        assert second.record.status == "queued"
+        assert await orc.cancel(second.run_id)
+        cancelled = await second.wait(5)
+        assert cancelled.status == "cancelled" and "before it started" in cancelled.error["message"]
+        GATE.set()
+        assert (await first.wait(10)).status == (await third.wait(10)).status == "succeeded"
+        assert STARTED == [0, 2]
+    finally:
+        GATE.set()
+        await orc.aclose()
+
+
+async def test_a_queued_run_outlives_its_server(tmp_path: Path) -> None:
+    GATE.clear()
+    here, there = queued_orchestrators(tmp_path, max_concurrent_runs=1)
+    try:
+        there.recover_interrupted_runs()  # a server: it takes over the runs of servers that die
+        first = await there.start("lined", {"n": 0})
+        await until(lambda: STARTED == [0])
+        queued = await here.start("lined", {"n": 1})
+        assert queued.record.status == "queued"
+        await here.aclose(suspend=True)  # its server goes away while the run waits its turn
+        assert there.store is not None and there.store.get(queued.run_id).status == "queued"
+        GATE.set()
+        assert (await first.wait(10)).status == "succeeded"
+        await until(lambda: there.get_run(queued.run_id) is not None
+                    and there.get_run(queued.run_id).status == "succeeded")
+        assert STARTED == [0, 1]
+    finally:
+        GATE.set()
+        await there.aclose()
+
+
+async def test_an_mcp_client_sees_its_queued_run_and_follows_it_to_the_end(tmp_path: Path) -> None:
+    GATE.clear()
+    [orc] = queued_orchestrators(tmp_path, count=1, max_concurrent_runs=1)
+    try:
+        first = await orc.start("lined", {"n": 0})
+        async with http_server(orc, make_options(wait_seconds=0.3)) as url, http_client(url) as client:
+            answer = await client.call_tool("workflow_lined", {"n": 1})
+            queued = structured(answer)
+            assert not answer.is_error and queued["status"] == "queued"
+            assert "still queued" in answer.content[-1].text
+            GATE.set()
+            assert (await first.wait(10)).status == "succeeded"
+            done = structured(await client.call_tool("run_result", {"run_id": queued["run_id"], "wait_seconds": 10}))
+        assert done["status"] == "succeeded" and STARTED == [0, 1]
+    finally:
+        GATE.set()
+        await orc.aclose()
+
+
 async def test_a_schedule_over_the_limit_records_rate_limited_firings(tmp_path: Path) -> None:
     GATE.set()
     [orc] = orchestrators(tmp_path, limited(runs_per_minute=1), count=1)
@@ -119,7 +276,7 @@ async def test_a_webhook_over_the_limit_answers_429_with_retry_after(tmp_path: P
 
 def test_limits_are_checked_with_the_blueprint(tmp_path: Path) -> None:
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "d", workspace=tmp_path))
-    report = orc.validate({**limited(runs_per_minute=0, on_limit="queue"),
+    report = orc.validate({**limited(runs_per_minute=0, on_limit="later"),
                            "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 0}}]})
     assert not report.ok
     fields = " ".join(f"{e.field} {e.message}" for e in report.errors)

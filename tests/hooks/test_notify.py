@@ -120,3 +120,27 @@ async def test_a_workflow_target_runs_once_with_the_event_as_its_inputs(orc: Orc
     assert delivery["state"] == "delivered" and delivery["attempts"][0]["run_id"] == run.run_id
     with pytest.raises(IceError):
         orc.notifications.set(workflow="fails", url="http://127.0.0.1/x", workflow_target="on_failure")
+
+
+async def test_an_event_no_process_put_in_the_outbox_is_sent_by_the_next_sweep(tmp_path: Path,
+                                                                               make_receiver: Any) -> None:
+    """The process that saw the run end died before its event reached the outbox (here: it never watched):
+    the next server's sweep finds the ended run and sends its event, once, though it sweeps again."""
+    settings = Settings(data_dir=tmp_path / "data", workspace=tmp_path, allow_net=("127.0.0.1",))
+    gone = Orchestrator(registry=Registry(), settings=settings)
+    gone.register_blueprint(FAILS)
+    with make_receiver([]) as (got, url):
+        gone.notifications.set(workflow="fails", url=url, on=["failed"])
+        record = await gone.run("fails", {})
+        await gone.aclose()
+        assert got.received == []
+        later = Orchestrator(registry=Registry(), settings=settings)
+        later.register_blueprint(FAILS)
+        try:
+            later.notifications.start_loop()
+            await wait_for(lambda: len(got.received) == 1)
+            later.notifications.sweep()  # a sweep finds the event kept: nothing more is sent
+            await asyncio.sleep(1.5)
+        finally:
+            await later.aclose()
+    assert [headers["webhook-id"] for headers, _, _ in got.received] == [f"evt_{record.run_id}_failed"]

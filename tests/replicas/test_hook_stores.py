@@ -8,6 +8,7 @@ import threading
 from ice_mcp.store.base import RunStorage
 from ice_mcp.store.hooks import HookRecord, HookSecret
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
+from ice_mcp.store.records import RunRecord
 
 
 def test_hooks_are_kept_listed_and_deleted_with_their_deliveries(store: RunStorage, other: RunStorage) -> None:
@@ -61,3 +62,46 @@ def test_the_outbox_leases_each_due_entry_to_one_claimer(store: RunStorage, othe
     assert history["e1"].state == "delivered" and history["e1"].attempts == [{"at": "t", "status": 200}]
     assert set(history) == {"e1", "e2", "e3"}
     assert other.delete_target("t1") and store.outbox("t1") == [] and store.claim_due(10_000.0, 30.0) == []
+
+
+def queued_run(run_id: str, status: str, at: float) -> RunRecord:
+    return RunRecord(run_id=run_id, workflow="w", inputs={}, status=status, started_at=at)
+
+
+def test_the_admission_queue_admits_its_first_run_in_order(store: RunStorage, other: RunStorage) -> None:
+    held = {"max_concurrent": 1, "per_minute": None}
+    for n in range(3):
+        store.save(queued_run(f"q{n}", "queued", 10.0 + n))
+    assert store.flush()
+    assert store.admit_next("w", {"q0": 10.0}, 100.0, **held) == ("q0", 0.0)  # nothing ahead, a free slot
+    store.save(queued_run("q0", "running", 10.0))
+    assert store.flush()
+    assert other.admit_next("w", {"q2": 12.0}, 100.0, **held)[0] is None  # q0 runs
+    assert store.admit_next("w", {"q1": 11.0}, 100.0, **held)[0] is None
+    store.save(queued_run("q0", "succeeded", 10.0))
+    assert store.flush()
+    head, wait = other.admit_next("w", {"q2": 12.0}, 101.0, **held)
+    assert head is None and wait >= 1.0  # q1, queued earlier in another process, goes first
+    assert store.admit_next("w", {"q1": 11.0}, 101.0, **held) == ("q1", 0.0)
+    store.save(queued_run("q1", "cancelled", 11.0))
+    assert store.flush()
+    assert other.admit_next("w", {"q2": 12.0}, 102.0, **held) == ("q2", 0.0)
+
+
+def test_a_queued_run_that_ended_or_was_never_written_leaves_the_queue(store: RunStorage, other: RunStorage) -> None:
+    held = {"max_concurrent": None, "per_minute": 1}
+    assert store.admit_next("w", {"ghost": 5.0}, 100.0, **held) == ("ghost", 0.0)  # not written yet: counted
+    store.save(queued_run("late", "queued", 7.0))
+    store.save(queued_run("gone", "queued", 6.0))
+    assert store.flush()
+    assert other.admit_next("w", {"gone": 6.0, "late": 7.0}, 101.0, **held) == (None, 59.0)
+    store.save(queued_run("gone", "cancelled", 6.0))
+    assert store.flush()
+    assert store.admit_next("w", {"late": 7.0}, 161.0, **held) == ("late", 0.0)
+
+
+def test_an_admission_whose_run_was_never_made_stops_counting(store: RunStorage, other: RunStorage) -> None:
+    assert store.admit("w", "raced", 100.0, max_concurrent=1, per_minute=1) is None
+    assert other.admit("w", "next", 100.5, max_concurrent=1, per_minute=1) is not None
+    store.forget_admission("w", "raced")  # its idempotency key had started a run elsewhere first
+    assert other.admit("w", "next", 100.5, max_concurrent=1, per_minute=1) is None

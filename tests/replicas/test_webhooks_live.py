@@ -3,6 +3,7 @@ times at once (and again later): one run, one run id in every answer; refusals f
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -226,3 +227,44 @@ def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path)
     assert final["status"] == "succeeded"  # resumed on the other server and finished there
     assert len(tries) > 3 and all(code == 429 for code, _ in tries[:-1])
     assert all(status == "running" for _, status in tries[:-1])  # turned away exactly while the run ran
+
+
+def test_queued_runs_start_in_order_one_at_a_time_though_a_server_holding_some_is_sigkilled(tmp_path: Path) -> None:
+    """max_concurrent_runs 1 with on_limit queue: six deliveries over three servers on one data folder are
+    all accepted (`queued` after the first); the server holding two of the queued runs is SIGKILLed; every run
+    still runs, one at a time, in the order the deliveries came."""
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "lined.json").write_text(json.dumps({
+        "name": "lined", "limits": {"max_concurrent_runs": 1, "on_limit": "queue"},
+        "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 1}}]}))
+    servers = []
+    for name in ("a", "b", "c"):
+        workspace = tmp_path / name
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
+                                     env={"ICE_MCP_LEASE_SECONDS": "2"}))
+    try:
+        for server in servers:
+            server.start()
+        hook = servers[0].rpc("webhook.create", workflow="lined", auth="bearer")
+        answers = [httpx2.post(f"{servers[n % 3].url}/hooks/{hook['id']}", json={}, timeout=30,
+                               headers={"authorization": f"Bearer {hook['secret']}"}) for n in range(6)]
+        assert [a.status_code for a in answers] == [202] * 6
+        assert [a.json()["status"] for a in answers[1:]] == ["queued"] * 5
+        run_ids = [a.json()["run_id"] for a in answers]
+        servers[1].kill()  # SIGKILL: it holds runs 1 and 4, queued; a live server takes them over
+        survivor = servers[0]
+        deadline = time.monotonic() + 60
+        while True:
+            records = [survivor.rpc("run.status", run_id=run_id) for run_id in run_ids]
+            if all(r["status"] == "succeeded" for r in records):
+                break
+            assert time.monotonic() < deadline and not any(r["status"] == "failed" for r in records), records
+            time.sleep(0.5)
+    finally:
+        for server in servers:
+            server.stop()
+    spans = [(datetime.fromisoformat(r["started_at"]), datetime.fromisoformat(r["finished_at"])) for r in records]
+    assert spans == sorted(spans), spans  # started in the order the deliveries came
+    assert all(ended <= begun for (_, ended), (begun, _) in itertools.pairwise(spans)), spans  # one at a time

@@ -7,8 +7,11 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from standardwebhooks import Webhook
 from temporal_cluster import Cluster
+
+from ice_mcp.errors import IceError
 
 
 async def test_a_failed_temporal_run_is_notified_with_its_final_record(cluster: Cluster, make_receiver: Any) -> None:
@@ -30,3 +33,14 @@ async def test_a_failed_temporal_run_is_notified_with_its_final_record(cluster: 
     event = Webhook(target["secret"]).verify(body, headers)
     assert event["type"] == "run.failed" and event["data"]["run_id"] == record.run_id
     assert "no sales file" in event["data"]["error"]["message"] and event["data"]["status"] == "failed"
+
+
+async def test_queueing_over_a_limit_is_refused_on_temporal_with_a_clear_error(cluster: Cluster) -> None:
+    """`on_limit: queue` keeps its queue with the embedded engine's leases: on Temporal a start says so."""
+    cluster.client.register_blueprint({"name": "lined", "limits": {"max_concurrent_runs": 1, "on_limit": "queue"},
+                                       "nodes": [{"id": "t", "type": "tool", "tool_name": "render_template",
+                                                  "tool_args": {"template": "x"}}]})
+    with pytest.raises(IceError) as refused:
+        await cluster.client.start("lined", {})
+    assert refused.value.code == "unsupported" and "embedded engine" in refused.value.message
+    assert "reject" in refused.value.message

@@ -106,6 +106,7 @@ class TemporalEngine:
                                    retry_of=record.retry_of)
         stored = self.store.run(holder) if holder is not None else None
         if stored is not None:  # another server started a run with this idempotency key first
+            self.store.forget_admission(record.workflow, record.run_id)  # not counted beside the key's run
             return self.follow(stored) or RunHandle(stored.record, EventLog(stored.record.run_id), None)
         caller, parent = run.caller, run.parent_spend
         caller_budget = self.settings.caller_budget_usd if caller is not None else None

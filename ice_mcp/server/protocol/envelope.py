@@ -17,7 +17,8 @@ FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
 # call ~25 µs of client-side validation (about a tenth of a stdio round trip), so the fields are described.
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "run_id: the run's id (null when nothing ran; follow it with run_result); status: running, "
+    "description": "run_id: the run's id (null when nothing ran; follow it with run_result); status: queued "
+                   "(the workflow's limits hold it until its turn), running, "
                    "input_required (a human node waits: answer with run_respond), succeeded, failed, cancelled, "
                    "timed_out, over_budget (error for a refused call); outputs: the workflow's outputs; error: "
                    "what failed, and where; cost_usd; duration_ms",
@@ -67,8 +68,8 @@ def run_result(record: RunRecord) -> types.CallToolResult:
     is_error = record.status in FAILED
     if is_error:
         content.append(_text(failure_text(record)))
-    elif record.status == "running":
-        content.append(_text(f"Run {record.run_id} is still running; call run_result(run_id) to wait for it."))
+    elif record.status in ("running", "queued"):
+        content.append(_text(f"Run {record.run_id} is still {record.status}; call run_result(run_id) to wait for it."))
     elif record.status == "input_required":
         asks = "; ".join(f"node {path!r} asks: {q.get('question')}" for path, q in record.questions.items())
         content.append(_text(f"Run {record.run_id} waits for an answer ({asks}). Ask the user, then call "

@@ -128,7 +128,7 @@ class TaskView:
 
     @staticmethod
     def _status(record: RunRecord) -> str:
-        if record.status == "running":
+        if record.status in ("running", "queued"):
             return "working"
         if record.status == "input_required":
             return "input_required"

@@ -34,7 +34,8 @@ BLUEPRINT_SCHEMA = {
     "anyOf": [{"type": "object"}, {"type": "string"}],
     "description": "A blueprint: a JSON object, or JSON/YAML text (see the ice://docs/blueprint-format resource).",
 }
-RUN_STATUSES = ["running", "succeeded", "failed", "cancelled", "timed_out", "over_budget", "input_required"]
+RUN_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled", "timed_out", "over_budget",
+                "input_required"]
 
 
 def obj_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from ice_mcp.server.web.ui.views import (
     run_summary,
     slim_event,
 )
+from ice_mcp.store.records import ACTIVE
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -123,7 +124,7 @@ class RunsFeed:
             live = self.orc.list_runs(status=status, workflow=workflow, limit=limit)
         else:  # only the runs this process is running are newer in memory than in the store
             handles = [self.orc.get_handle(row["run_id"]) for row in rows.values()
-                       if row["status"] in ("running", "input_required")]  # input_required: a human node waits
+                       if row["status"] in ACTIVE]
             live = [handle.record for handle in handles if handle is not None]
         rows.update((record.run_id, run_summary(record)) for record in live)
         kept = [row for row in rows.values() if status in (None, row["status"])]

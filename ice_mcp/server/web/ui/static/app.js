@@ -4,7 +4,9 @@ import { DagView } from './dag.js';
 import { makeSchedules } from './schedules.js';
 
 const TOKEN_KEY = 'ice_mcp.token';
-const STATUSES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'over_budget', 'input_required'];
+const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'over_budget', 'input_required'];
+// A run is under way while queued (its workflow's limits), running, or waiting for a person's answer.
+const underWay = (status) => status === 'queued' || status === 'running' || status === 'input_required';
 const main = document.getElementById('main');
 let session = { admin: false, can_start: false, mode: 'server', read_only: false };
 let cleanup = null;
@@ -224,7 +226,7 @@ async function runsView(query, signal) {
       h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(run.run_id)}`, class: 'mono' }, run.run_id.slice(0, 12)),
         run.retry_of ? h('span', { class: 'muted' }, ' retry') : null),
       h('td', {}, fmtTime(run.started_at)),
-      h('td', { class: 'num', dataset: run.status === 'running' ? { ticking: run.run_id } : {} }, fmtDuration(elapsed(run))),
+      h('td', { class: 'num', dataset: underWay(run.status) ? { ticking: run.run_id } : {} }, fmtDuration(elapsed(run))),
       h('td', { class: 'num' }, fmtCost(run.cost_usd)),
       h('td', { class: 'num' }, fmtTokens(run.tokens)),
       h('td', { class: 'error-cell' }, run.error ? run.error.message : ''))));
@@ -309,7 +311,7 @@ async function runView(runId, signal) {
 
   const renderHead = () => {
     const actions = h('span', { class: 'actions' });
-    if (session.admin && run.status === 'running') {
+    if (session.admin && underWay(run.status)) {
       add(actions, h('button', { type: 'button', id: 'cancel-run', class: 'danger',
         title: here ? 'cancel this run' : 'cancel this run (another process runs it: it hears through the store)',
         onclick: async (event) => {
@@ -317,7 +319,7 @@ async function runView(runId, signal) {
           try { await api(`/ui/api/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST', body: {} }); } catch (error) { side.prepend(errorBox(error)); event.target.disabled = false; }
         } }, 'Cancel run'));
     }
-    if (session.admin && run.status !== 'running' && run.status !== 'succeeded') {
+    if (session.admin && !underWay(run.status) && run.status !== 'succeeded') {
       add(actions, h('button', { type: 'button', id: 'retry-run', onclick: () => retry(null) }, 'Retry'));
     }
     fill(head,
@@ -350,7 +352,7 @@ async function runView(runId, signal) {
     fill(side, h('h2', {}, 'Run'),
       run.error ? h('div', { class: 'run-error' }, h('div', { class: 'label' }, 'Error'), h('div', { class: 'error-text' }, run.error.message), rootCause(run.root_cause)) : null,
       h('div', { class: 'label' }, 'Inputs'), pre(run.inputs),
-      h('div', { class: 'label' }, 'Outputs'), run.outputs === null ? h('p', { class: 'muted' }, run.status === 'running' ? 'not yet' : 'none') : pre(run.outputs, 'value outputs'),
+      h('div', { class: 'label' }, 'Outputs'), run.outputs === null ? h('p', { class: 'muted' }, underWay(run.status) ? 'not yet' : 'none') : pre(run.outputs, 'value outputs'),
       h('p', { class: 'muted hint' }, 'Click a node to see its inputs, output, error, attempts and cost.'));
   };
 
@@ -393,7 +395,7 @@ async function runView(runId, signal) {
           a.error ? h('div', { class: 'muted' }, `${a.error.code}: ${a.error.message}`) : null,
           a.delay_seconds ? h('div', { class: 'muted' }, `retried after ${a.delay_seconds} s`) : null)))) : null,
       detail.spec ? h('details', {}, h('summary', {}, 'Blueprint'), pre(detail.spec)) : null,
-      session.admin && topLevel && run.status !== 'running'
+      session.admin && topLevel && !underWay(run.status)
         ? h('button', { type: 'button', id: 'retry-from', onclick: () => retry(full) }, 'Retry from this node') : null);
   };
 
@@ -401,7 +403,7 @@ async function runView(runId, signal) {
   showRun();
   const ticker = setInterval(() => {
     const cell = document.getElementById('run-duration');
-    if (cell && run.status === 'running') cell.textContent = fmtDuration(elapsed(run));
+    if (cell && underWay(run.status)) cell.textContent = fmtDuration(elapsed(run));
   }, 1000);
   signal.addEventListener('abort', () => clearInterval(ticker));
 
@@ -444,7 +446,7 @@ async function runView(runId, signal) {
     if (!events.length) return;
     pending.push(...events);
     if (!frame) frame = requestAnimationFrame(flush);
-  }, { signal, resumable: true, onEnd: () => { if (run.status === 'running') reload(); } });
+  }, { signal, resumable: true, onEnd: () => { if (underWay(run.status)) reload(); } });
 }
 
 // -- workflows ---------------------------------------------------------------------------------
