@@ -423,6 +423,7 @@ class Orchestrator:
             rerun = _downstream(plan, from_node)
         fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id)
+        self._admit(plan, fresh, None)  # a retry is a new run: the workflow's limits hold for it too
         return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller), caller=caller)
 

@@ -78,6 +78,13 @@ async def test_max_concurrent_runs_frees_its_slot_when_the_run_ends(tmp_path: Pa
         GATE.set()
         assert (await first.wait(10)).status == "succeeded"
         assert here.store is not None and here.store.flush()
+        GATE.clear()
+        again = await there.retry(first.run_id)  # a retry is a run too
+        with pytest.raises(RateLimited):
+            await here.retry(first.run_id)
+        GATE.set()
+        assert (await again.wait(10)).status == "succeeded"
+        assert there.store is not None and there.store.flush()
         second = await there.start("limited", {})
         assert (await second.wait(10)).status == "succeeded"
     finally:
