@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.limits import BlueprintLimits
@@ -26,15 +26,27 @@ from ice_mcp.core.executor import NodeCall, NodeExecutor
 from ice_mcp.core.plan import Graph, Plan, PlanNode
 from ice_mcp.core.scheduler import GraphShape
 from ice_mcp.core.templates import Scope, compile_value
-from ice_mcp.errors import BlueprintInvalid, NodeFailure, RunStopped, TemplateCompileError
+from ice_mcp.errors import (
+    BlueprintInvalid,
+    IceError,
+    NodeFailure,
+    RunStopped,
+    TemplateCompileError,
+    UnknownName,
+)
+from ice_mcp.principals import may_see, owned_key
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import NETWORK_ID_PREFIX, NodeRecord, RunRecord
 from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
+    from ice_mcp.handles import ExpiringKeys
     from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.schedules.desk import Schedules
+    from ice_mcp.store.base import RunStorage
 
-__all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "network_result"]
+__all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "NetworkRuns",
+           "network_result"]
 ManifestSource = NetworkManifest | str | Path | Mapping[str, Any]
 
 
@@ -49,9 +61,10 @@ class NamedNetwork:
 class NetworkHandle:
     """A network run in progress (or finished): its id, its result so far, and a way to wait or cancel."""
 
-    def __init__(self, network_id: str, name: str) -> None:
+    def __init__(self, network_id: str, name: str, principal: str | None = None) -> None:
         self.network_id = network_id
         self.name = name
+        self.principal = principal  # who started it (its workflows' runs are theirs too)
         self.status = "running"
         self.cost_usd = 0.0
         self.workflows: dict[str, dict[str, Any]] = {}
@@ -108,7 +121,7 @@ class NetworkRunner:
         """Check the manifest and its budget, then run it in a task; raises BlueprintInvalid or IceError.
         With a run store the network run is kept there too (every process sees its state), and a key another
         process already started a network with returns that one's state instead of starting another."""
-        handle = NetworkHandle(NETWORK_ID_PREFIX + uuid.uuid4().hex, manifest.name)
+        handle = NetworkHandle(NETWORK_ID_PREFIX + uuid.uuid4().hex, manifest.name, caller)
         handle.workflows = {w.id: {"status": "skipped", "run_id": None, "outputs": None, "error": None}
                             for w in manifest.workflows}
         plans: dict[str, Plan] = {}
@@ -243,7 +256,7 @@ class _Kept:
         self._store, self._me, self._owner, self._handle = orc.store, orc.owner, orc.owner.owner_id, handle
         self._manifest = manifest
         self.record = RunRecord(handle.network_id, manifest.name, {}, started_at=time.time(),
-                                trigger=dict(trigger) if trigger is not None else None,
+                                trigger=dict(trigger) if trigger is not None else None, principal=handle.principal,
                                 nodes={w.id: NodeRecord() for w in manifest.workflows})
 
     def create(self, idempotency_key: str | None, deps: Mapping[str, tuple[str, ...]]) -> NetworkHandle | None:
@@ -260,7 +273,7 @@ class _Kept:
         stored = self._store.get(holder) if holder is not None else None
         if holder is None or stored is None:
             return None
-        other = NetworkHandle(holder, stored.workflow)
+        other = NetworkHandle(holder, stored.workflow, stored.principal)
         result = network_result(stored)
         other.status, other.cost_usd, other.workflows = result["status"], result["cost_usd"], result["workflows"]
         return other
@@ -287,3 +300,90 @@ def _invalid(code: str, message: str, suggestion: str | None = None) -> Blueprin
 
 async def _never_run(call: NodeCall) -> NodeResult:
     raise NodeFailure("a network being validated runs nothing", code="internal", retryable=False)
+
+
+class NetworkRuns:
+    """The orchestrator's network calls (a mixin `Orchestrator` inherits): manifests kept by name, network runs
+    started, followed and looked up here or, another process's, in the run store."""
+
+    networks: dict[str, NamedNetwork]  # manifests kept by name (a folder's networks/): schedules run them
+    _networks: ExpiringKeys[NetworkHandle]  # network runs started here, by id
+    _network_keys: ExpiringKeys[NetworkHandle]  # and by idempotency key
+    store: RunStorage | None
+    schedules: Schedules
+
+    @property
+    def _orchestrator(self) -> Orchestrator:
+        return cast("Orchestrator", self)
+
+    def register_network(self, source: ManifestSource) -> NetworkManifest:
+        """Check a network manifest (a file's refs resolve beside it) and keep it by name, so schedules can run
+        it; its `schedules:` are kept in the store like a blueprint's. Raises BlueprintInvalid or IceError."""
+        runner = NetworkRunner(self._orchestrator, from_client=False, base_dir=None)
+        manifest = runner.load(source)
+        runner.check(manifest)
+        self.networks[manifest.name] = NamedNetwork(manifest, runner.base_dir)
+        self.schedules.declare(manifest.name, manifest.schedules, kind="network")
+        return manifest
+
+
+    def validate_network(self, manifest: ManifestSource, *, from_client: bool = True,
+                         base_dir: Path | None = None) -> ValidationReport:
+        """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
+        try:
+            NetworkRunner(self._orchestrator, from_client=from_client, base_dir=base_dir).check(manifest)
+        except BlueprintInvalid as exc:
+            return exc.report
+        except IceError as exc:
+            return ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])
+        return ValidationReport(ok=True)
+
+    def start_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
+                      on_event: Callable[[Event], None] | None = None, idempotency_key: str | None = None,
+                      caller: str | None = None, trigger: Mapping[str, Any] | None = None) -> NetworkHandle:
+        """Start a network run and return at once (`network_id` follows it); raises BlueprintInvalid or
+        IceError. The same idempotency key attaches to the same network run (another process's, with a store).
+        A registered network's name runs it; `trigger` is what its workflows' templates see (a schedule's slot)."""
+        idempotency_key = owned_key(idempotency_key)
+        if idempotency_key and (existing := self._network_keys.get(idempotency_key)) is not None:
+            return existing
+        if isinstance(manifest, str) and manifest.isidentifier():  # a name, not YAML text or a path
+            named = self.networks.get(manifest)
+            if named is None:  # another server may serve it: this one cannot start it
+                raise UnknownName("network", manifest, nearest(manifest, self.networks))
+            manifest, base_dir, from_client = named.manifest, named.base_dir, False
+        runner = NetworkRunner(self._orchestrator, from_client=from_client, base_dir=base_dir)
+        handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event, trigger=trigger,
+                              idempotency_key=idempotency_key)
+        if handle.task is None:  # another process runs it (the key was its): the store follows it, not this one
+            return handle
+        self._networks.put(handle.network_id, handle)
+        if idempotency_key:
+            self._network_keys.put(idempotency_key, handle)
+        return handle
+
+    async def run_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
+                          on_event: Callable[[Event], None] | None = None, caller: str | None = None
+                          ) -> dict[str, Any]:
+        """Run a network to the end: `{"network", "network_id", "status", "cost_usd", "workflows"}`."""
+        handle = self.start_network(manifest, from_client=from_client, base_dir=base_dir, on_event=on_event,
+                                    caller=caller)
+        try:
+            return await handle.wait()
+        except asyncio.CancelledError:
+            handle.cancel()
+            raise
+
+    def get_network(self, network_id: str) -> NetworkHandle | None:
+        """A network run started here (kept as long as idempotency keys, at least an hour; the latest 512)."""
+        handle = self._networks.get(network_id) if network_id.startswith(NETWORK_ID_PREFIX) else None
+        return handle if handle is not None and may_see(handle.principal) else None
+
+    def network_status(self, network_id: str) -> dict[str, Any] | None:
+        """A network run's result so far, from here or (another process's) from the run store."""
+        if not network_id.startswith(NETWORK_ID_PREFIX):
+            return None  # a workflow run's id: no store read
+        if (handle := self.get_network(network_id)) is not None:
+            return handle.result()
+        record = self.store.get(network_id) if self.store is not None else None
+        return network_result(record) if record is not None and may_see(record.principal) else None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
-from ice_mcp.blueprint.models import Blueprint, NetworkManifest
+from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
@@ -34,16 +34,10 @@ from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, RateLimite
 from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.hooks.desk import Hooks
 from ice_mcp.llm.service import LLMService
-from ice_mcp.network import (
-    NETWORK_ID_PREFIX,
-    ManifestSource,
-    NamedNetwork,
-    NetworkHandle,
-    NetworkRunner,
-    network_result,
-)
+from ice_mcp.network import NETWORK_ID_PREFIX, NamedNetwork, NetworkHandle, NetworkRuns
 from ice_mcp.nodes import builtin_node_types
 from ice_mcp.notify.desk import Notifications
+from ice_mcp.principals import isolated, may_see, owned_key
 from ice_mcp.schedules.desk import Schedules
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
@@ -62,7 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class Orchestrator:
+class Orchestrator(NetworkRuns):
     """Everything a server or a script needs, wired explicitly.
 
     `registry`: the tools, agents and workflows it runs (default: a fresh one; the built-in tools are
@@ -191,16 +185,6 @@ class Orchestrator:
                     problems.append(ValidationIssue(code=exc.code, message=f"networks/{path.name}: {exc.message}"))
         return problems
 
-    def register_network(self, source: ManifestSource) -> NetworkManifest:
-        """Check a network manifest (a file's refs resolve beside it) and keep it by name, so schedules can run
-        it; its `schedules:` are kept in the store like a blueprint's. Raises BlueprintInvalid or IceError."""
-        runner = NetworkRunner(self, from_client=False, base_dir=None)
-        manifest = runner.load(source)
-        runner.check(manifest)
-        self.networks[manifest.name] = NamedNetwork(manifest, runner.base_dir)
-        self.schedules.declare(manifest.name, manifest.schedules, kind="network")
-        return manifest
-
     # -- runs ---------------------------------------------------------------
 
     async def start(
@@ -219,6 +203,7 @@ class Orchestrator:
 
         `caller` (a hash of an MCP client's token) charges the run to that caller's budget; `trigger` is what
         started it (a schedule's slot...), kept on its record and seen by templates as `trigger`."""
+        idempotency_key = owned_key(idempotency_key)
         existing = self._attach(idempotency_key, on_event)
         if existing is not None:
             return existing
@@ -230,6 +215,7 @@ class Orchestrator:
                          on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
         """Run one registered tool as a one-node run, without a blueprint; the tool checks the arguments
         (once). Raises UnknownName, or NodeFailure(invalid_arguments)."""
+        idempotency_key = owned_key(idempotency_key)
         existing = self._attach(idempotency_key, on_event)
         if existing is not None:
             return existing
@@ -242,6 +228,7 @@ class Orchestrator:
                           on_event: Listener | None = None, caller: str | None = None) -> RunHandle:
         """Ask one registered agent (`inputs`: `{"input": text}`) as a one-node run whose plan is compiled
         once. Raises UnknownName or InputsInvalid."""
+        idempotency_key = owned_key(idempotency_key)
         existing = self._attach(idempotency_key, on_event)
         if existing is not None:
             return existing
@@ -251,6 +238,7 @@ class Orchestrator:
     def _attach(self, key: str | None, on_event: Listener | None) -> RunHandle | None:
         """The run an idempotency key already started (its listener added), if any."""
         existing = self._by_key(key) if key else None
+        existing = existing if existing is None or may_see(existing.record.principal) else None
         if existing is not None and on_event is not None and not existing.done:
             existing.subscribe(on_event)
         return existing
@@ -264,7 +252,8 @@ class Orchestrator:
             raise InputsInvalid("; ".join(f"{p['path']}: {p['message']}" for p in problems),
                                 details={"errors": problems})
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
-                           workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None)
+                           workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None,
+                           principal=caller)
         self._admit(plan, record, idempotency_key)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend, caller=caller)
@@ -341,12 +330,12 @@ class Orchestrator:
 
     def watch(self, run_id: str) -> RunHandle | None:
         """A run to wait on or follow, wherever it runs: this process's handle, or one following another
-        process's run through the store; None for an unknown run."""
+        process's run through the store; None for an unknown run (or another principal's)."""
         handle = self.engine.runs.get(run_id)
         if handle is not None or self.store is None:
-            return handle
+            return handle if handle is None or may_see(handle.record.principal) else None
         stored = self.store.run(run_id)
-        return None if stored is None else self._stored_handle(stored)
+        return None if stored is None or not may_see(stored.record.principal) else self._stored_handle(stored)
 
     def caller_spend(self, caller: str | None = None) -> Spend | None:
         """The running spend of a caller against `caller_budget_usd` (None: no caller, or no such budget)."""
@@ -406,12 +395,12 @@ class Orchestrator:
                     caller: str | None = None) -> RunHandle:
         """A finished run again, as a new run that reuses every node it finished, except `from_node`
         (and what depends on it) and the nodes that failed; those run again."""
-        handle = self.engine.runs.get(run_id)
+        handle = self.get_handle(run_id)
         if handle is not None and handle.plan is not None:
             record, plan, events = handle.record, handle.plan, [e.to_dict() for e in handle.events.events]
         else:
             stored = self.store.run(run_id) if self.store is not None else None
-            if stored is None or self.store is None:
+            if stored is None or self.store is None or not may_see(stored.record.principal):
                 raise UnknownName("run", run_id, None)
             record, plan, events = stored.record, self.stored_plan(stored), self.store.events(run_id)
         if not record.done:
@@ -422,7 +411,7 @@ class Orchestrator:
                 raise UnknownName("node", from_node, nearest(from_node, plan.graph.nodes))
             rerun = _downstream(plan, from_node)
         fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
-                          workflow_version=record.workflow_version, retry_of=run_id)
+                          workflow_version=record.workflow_version, retry_of=run_id, principal=caller)
         self._admit(plan, fresh, None)  # a retry is a new run: the workflow's limits hold for it too
         return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller), caller=caller)
@@ -444,16 +433,20 @@ class Orchestrator:
             except Exception:  # one watcher's bug must not keep the others from hearing
                 logger.exception("run watcher failed on %s", event.type)
 
+    # Every lookup by id answers another principal's run as it answers an unknown id (principals.may_see).
+
     def get_handle(self, run_id: str) -> RunHandle | None:
-        return self.engine.runs.get(run_id)
+        handle = self.engine.runs.get(run_id)
+        return handle if handle is not None and may_see(handle.record.principal) else None
 
     def get_run(self, run_id: str) -> RunRecord | None:
         handle = self.engine.runs.get(run_id)
-        if handle is not None:
-            return handle.record
-        return self.store.get(run_id) if self.store is not None else None
+        record = handle.record if handle is not None else self.store.get(run_id) if self.store is not None else None
+        return record if record is not None and may_see(record.principal) else None
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        if self.get_run(run_id) is None:
+            return []
         handle = self.engine.runs.get(run_id)
         if handle is not None:
             return [event.to_dict() for event in handle.events.events]
@@ -466,12 +459,15 @@ class Orchestrator:
             found = [self.get_run(run_id) for run_id in self.schedules.run_ids(schedule_id)]
             return [r for r in found if r is not None and (status is None or r.status == status)
                     and (workflow is None or r.workflow == workflow)][:limit]
+        owner = isolated()
         if self.store is not None:
-            stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit)}
+            stored = {r.run_id: r for r in self.store.list(status=status, workflow=workflow, limit=limit,
+                                                           principal=owner)}
         else:
             stored = {}
         live = [h.record for h in self.engine.runs.values()
-                if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)]
+                if (status is None or h.record.status == status) and (workflow is None or h.record.workflow == workflow)
+                and may_see(h.record.principal)]
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
 
@@ -479,17 +475,21 @@ class Orchestrator:
 
     def waiting_question(self, run_id: str, node_path: str) -> Question | None:
         """The question a node of a run in this process waits on, if it does."""
-        return self.questions.waiting(run_id, node_path)
+        return self.questions.waiting(run_id, node_path) if self.get_run(run_id) is not None else None
 
     async def respond(self, run_id: str, node_path: str, answer: Any, *, by: str = "api",
                       declined: bool = False) -> RunRecord:
         """Answer the question a waiting `human` node asked: checked against its schema, journaled, on disk
         before this returns, and the node woken (`declined`: the person refused; the node fails, an approval
         is rejected). Raises UnknownName(run), NotWaiting or AnswerInvalid."""
+        if self.get_run(run_id) is None:  # unknown, or another principal's
+            raise UnknownName("run", run_id, None)
         return await self._answers.respond(run_id, node_path, answer, by=by, declined=declined)
 
     async def cancel(self, run_id: str) -> bool:
         """Ask a run (or a network run) to stop, wherever it runs; False when it was not running."""
+        if self.get_run(run_id) is None and self.network_status(run_id) is None:
+            return False  # unknown, or another principal's
         if run_id.startswith(NETWORK_ID_PREFIX):
             if (network := self.get_network(run_id)) is not None:
                 return network.cancel()
@@ -498,67 +498,6 @@ class Orchestrator:
             self.store.request_cancel(run_id)  # the process running it hears, through the store
             return True
         return await self.engine.cancel(run_id)
-
-    # -- networks -----------------------------------------------------------------------------------
-
-    def validate_network(self, manifest: ManifestSource, *, from_client: bool = True,
-                         base_dir: Path | None = None) -> ValidationReport:
-        """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
-        try:
-            NetworkRunner(self, from_client=from_client, base_dir=base_dir).check(manifest)
-        except BlueprintInvalid as exc:
-            return exc.report
-        except IceError as exc:
-            return ValidationReport(ok=False, errors=[ValidationIssue(code=exc.code, message=exc.message)])
-        return ValidationReport(ok=True)
-
-    def start_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
-                      on_event: Callable[[Event], None] | None = None, idempotency_key: str | None = None,
-                      caller: str | None = None, trigger: Mapping[str, Any] | None = None) -> NetworkHandle:
-        """Start a network run and return at once (`network_id` follows it); raises BlueprintInvalid or
-        IceError. The same idempotency key attaches to the same network run (another process's, with a store).
-        A registered network's name runs it; `trigger` is what its workflows' templates see (a schedule's slot)."""
-        if idempotency_key and (existing := self._network_keys.get(idempotency_key)) is not None:
-            return existing
-        if isinstance(manifest, str) and manifest.isidentifier():  # a name, not YAML text or a path
-            named = self.networks.get(manifest)
-            if named is None:  # another server may serve it: this one cannot start it
-                raise UnknownName("network", manifest, nearest(manifest, self.networks))
-            manifest, base_dir, from_client = named.manifest, named.base_dir, False
-        runner = NetworkRunner(self, from_client=from_client, base_dir=base_dir)
-        handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event, trigger=trigger,
-                              idempotency_key=idempotency_key)
-        if handle.task is None:  # another process runs it (the key was its): the store follows it, not this one
-            return handle
-        self._networks.put(handle.network_id, handle)
-        if idempotency_key:
-            self._network_keys.put(idempotency_key, handle)
-        return handle
-
-    async def run_network(self, manifest: ManifestSource, *, from_client: bool = True, base_dir: Path | None = None,
-                          on_event: Callable[[Event], None] | None = None, caller: str | None = None
-                          ) -> dict[str, Any]:
-        """Run a network to the end: `{"network", "network_id", "status", "cost_usd", "workflows"}`."""
-        handle = self.start_network(manifest, from_client=from_client, base_dir=base_dir, on_event=on_event,
-                                    caller=caller)
-        try:
-            return await handle.wait()
-        except asyncio.CancelledError:
-            handle.cancel()
-            raise
-
-    def get_network(self, network_id: str) -> NetworkHandle | None:
-        """A network run started here (kept as long as idempotency keys, at least an hour; the latest 512)."""
-        return self._networks.get(network_id) if network_id.startswith(NETWORK_ID_PREFIX) else None
-
-    def network_status(self, network_id: str) -> dict[str, Any] | None:
-        """A network run's result so far, from here or (another process's) from the run store."""
-        if not network_id.startswith(NETWORK_ID_PREFIX):
-            return None  # a workflow run's id: no store read
-        if (handle := self.get_network(network_id)) is not None:
-            return handle.result()
-        record = self.store.get(network_id) if self.store is not None else None
-        return network_result(record) if record is not None else None
 
     def close(self) -> None:
         """Close the store (for short-lived callers with no runs in flight, like the CLI)."""

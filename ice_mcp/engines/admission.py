@@ -30,6 +30,7 @@ class _Line:
 class AdmissionLine:
     store: RunStorage
     _lines: dict[str, _Line] = field(default_factory=dict)
+    _closed: bool = False  # a store call still in its thread when the engine closes answers nothing
 
     async def wait_turn(self, workflow: str, run_id: str, queued_at: float, limits: Limits) -> None:
         """Return once the store admitted the run (its turn came and a slot is free); runs queue in the
@@ -72,6 +73,9 @@ class AdmissionLine:
             except IceError as exc:  # the store is away: keep the runs queued and ask again
                 logger.warning("queued runs of %s wait for the run store: %s", workflow, exc.message)
                 admitted, wait = None, POLL_SECONDS
+            except Exception:  # a store hiccup must not strand the queue: ask again
+                logger.exception("admitting queued runs of %s failed; asking again", workflow)
+                admitted, wait = None, POLL_SECONDS
             turn = line.turns.pop(admitted, None) if admitted is not None else None
             if turn is not None and not turn.done():
                 turn.set_result(None)
@@ -83,12 +87,20 @@ class AdmissionLine:
             del self._lines[workflow]
 
     def _admit_next(self, workflow: str, line: _Line) -> tuple[str | None, float]:
-        self.store.flush(POLL_SECONDS)  # a run that just ended here has its final record kept before it is counted
-        return self.store.admit_next(workflow, dict(line.queued_at), self.store.now(),
-                                     max_concurrent=line.limits.max_concurrent_runs,
-                                     per_minute=line.limits.runs_per_minute)
+        if self._closed:
+            return None, POLL_SECONDS
+        try:
+            self.store.flush(POLL_SECONDS)  # a run that just ended here has its final record kept before it counts
+            return self.store.admit_next(workflow, dict(line.queued_at), self.store.now(),
+                                         max_concurrent=line.limits.max_concurrent_runs,
+                                         per_minute=line.limits.runs_per_minute)
+        except Exception:
+            if self._closed:  # the store closed under this thread: nothing to admit any more
+                return None, POLL_SECONDS
+            raise
 
     async def aclose(self) -> None:
+        self._closed = True
         pollers = [line.poller for line in self._lines.values() if line.poller is not None]
         for poller in pollers:
             poller.cancel()

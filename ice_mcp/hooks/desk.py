@@ -24,6 +24,7 @@ from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
 from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
+from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import Unverified, new_secret, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
 from ice_mcp.store.records import iso
@@ -111,16 +112,16 @@ class Hooks:
         secret = new_secret()
         hook = HookRecord(hook_id, str(workflow or network), "network" if network else "workflow",
                           auth=cast(Auth, auth), inputs=dict(inputs) if inputs is not None else None,
-                          secrets=[HookSecret(secret)], created_at=self.clock())
+                          secrets=[HookSecret(secret)], created_at=self.clock(), principal=acting_id())
         self.store.save_hook(hook)
         return {**self._summary(hook), "secret": secret}
 
     def list(self) -> dict[str, Any]:
-        return {"hooks": [self._summary(h) for h in self.store.hooks()]}
+        return {"hooks": [self._summary(h) for h in self.store.hooks() if may_see(h.principal)]}
 
     def delete(self, hook_id: str) -> dict[str, Any]:
-        if not self.store.delete_hook(hook_id):
-            self._hook(hook_id)  # unknown_webhook with the nearest id
+        self._hook(hook_id)  # unknown_webhook (another principal's too) with the nearest id
+        self.store.delete_hook(hook_id)
         return {"id": hook_id, "deleted": True}
 
     def rotate_secret(self, hook_id: str, overlap_seconds: float = 86400.0) -> dict[str, Any]:
@@ -193,9 +194,10 @@ class Hooks:
         key = f"hook:{hook_id}:{delivery_id}" if delivery_id is not None else None
         if hook.target_kind == "network":
             run_id = self._orc.start_network(hook.target, idempotency_key=key, trigger=trigger,
-                                             from_client=False).network_id
+                                             from_client=False, caller=hook.principal).network_id
         else:
-            run_id = (await self._orc.start(hook.target, mapped, idempotency_key=key, trigger=trigger)).run_id
+            run_id = (await self._orc.start(hook.target, mapped, idempotency_key=key, trigger=trigger,
+                                            caller=hook.principal)).run_id
         if delivery_id is not None:
             run_id = self.store.note_delivery(hook_id, delivery_id, run_id)
         return await self._answer(run_id, wait)
@@ -268,8 +270,9 @@ class Hooks:
 
     def _hook(self, hook_id: str) -> HookRecord:
         hook = self.store.hook(hook_id)
-        if hook is None:
-            raise UnknownName("webhook", hook_id, nearest(hook_id, [h.id for h in self.store.hooks()]))
+        if hook is None or not may_see(hook.principal):
+            raise UnknownName("webhook", hook_id, nearest(hook_id, [h.id for h in self.store.hooks()
+                                                                    if may_see(h.principal)]))
         return hook
 
     def _secrets(self, hook: HookRecord) -> builtins.list[str]:

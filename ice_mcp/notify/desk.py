@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.errors import IceError, UnknownName, every_problem
+from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import SECRET_PREFIX, new_secret, standard_signature
 from ice_mcp.store.events import Event
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
@@ -103,16 +104,17 @@ class Notifications:
             raise NotifyInvalid(every_problem(f"{errors[0]['path']}: {errors[0]['message']}", len(errors)),
                                 details={"errors": errors})
         target = NotifyTarget(target_id or f"n_{uuid.uuid4().hex[:12]}", url, secret or new_secret(), list(on),
-                              workflow, schedule_id, created_at=self.clock(), workflow_target=workflow_target)
+                              workflow, schedule_id, created_at=self.clock(), workflow_target=workflow_target,
+                              principal=acting_id())
         self.store.save_target(target)
         return {**self._summary(target), "secret": target.secret}
 
     def list(self) -> dict[str, Any]:
-        return {"targets": [self._summary(t) for t in self.store.targets()]}
+        return {"targets": [self._summary(t) for t in self.store.targets() if may_see(t.principal)]}
 
     def delete(self, target_id: str) -> dict[str, Any]:
-        if not self.store.delete_target(target_id):
-            self._target(target_id)
+        self._target(target_id)
+        self.store.delete_target(target_id)
         return {"id": target_id, "deleted": True}
 
     def history(self, target_id: str, limit: int = 50) -> dict[str, Any]:
@@ -169,7 +171,8 @@ class Notifications:
         wanted = kind.removeprefix("run.")
         schedule = (record.trigger or {}).get("schedule_id")
         ended = record.finished_at or 0.0
-        targets = [t for t in targets if not t.disabled and wanted in t.on and ended >= t.created_at
+        targets = [t for t in targets if not t.disabled and wanted in t.on and ended + 1.0 >= t.created_at  # ms kept
+                   and t.principal in (None, record.principal)  # a user's target hears of their own runs only
                    and (t.workflow == record.workflow or (schedule is not None and t.schedule_id == schedule))]
         if not targets:
             return
@@ -267,8 +270,10 @@ class Notifications:
         """A workflow target: the event starts it as its inputs, once (the entry's key), whichever server."""
         tried: dict[str, Any] = {"at": iso(self.clock()), "replica": self._orc.owner.owner_id}
         try:
+            target = self.store.target(entry.target_id)
             handle = await self._orc.start(workflow, entry.payload, idempotency_key=f"{entry.event_id}:{entry.target_id}",
-                                           trigger={"kind": "notification", "event_id": entry.event_id})
+                                           trigger={"kind": "notification", "event_id": entry.event_id},
+                                           caller=target.principal if target is not None else None)
             tried["run_id"], entry.state = handle.run_id, "delivered"
         except IceError as exc:  # its inputs do not fit the event, it is over its limits...: kept, not retried
             tried["error"], entry.state = f"{exc.code}: {exc.message}", "failed"
@@ -279,7 +284,7 @@ class Notifications:
 
     def _target(self, target_id: str) -> NotifyTarget:
         target = self.store.target(target_id)
-        if target is None:
+        if target is None or not may_see(target.principal):
             raise UnknownName("notify_target", target_id, None)
         return target
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.errors import IceError, UnknownName, every_problem
+from ice_mcp.principals import acting_id, may_see
 from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, previous_slot, start_slot
 from ice_mcp.schedules.timing import (
     ScheduleInvalid,
@@ -117,7 +118,8 @@ class Schedules:
                 "scheduler_alive_at": slot_text(self.store.scheduler_alive_at())}
 
     def list(self, workflow: str | None = None) -> dict[str, Any]:
-        return {"schedules": [self._summary(s, parse_spec(s.spec), 3) for s in self.store.schedules(target=workflow)],
+        return {"schedules": [self._summary(s, parse_spec(s.spec), 3) for s in self.store.schedules(target=workflow)
+                              if may_see(s.principal)],
                 "scheduler_alive_at": slot_text(self.store.scheduler_alive_at())}
 
     def history(self, schedule_id: str, limit: int = 50, outcome: str | None = None) -> dict[str, Any]:
@@ -147,7 +149,8 @@ class Schedules:
         if existing is not None and not replace:
             raise IceError(f"a schedule {schedule_id!r} exists: update or delete it", code="schedule_exists",
                            details={"id": schedule_id})
-        record = existing or ScheduleRecord(id=schedule_id, target=target, target_kind=kind, spec={})
+        record = existing or ScheduleRecord(id=schedule_id, target=target, target_kind=kind, spec={},
+                                            principal=acting_id())
         record.target, record.target_kind, record.spec, record.inputs, record.policy, record.origin = (
             target, kind, parsed.model_dump(mode="json", exclude_none=True), prepared, policy_doc, origin)
         if existing is None:
@@ -316,10 +319,8 @@ class Schedules:
         return runs
 
     def delete(self, schedule_id: str) -> dict[str, Any]:
-        deleted = self._delete(schedule_id)
-        if not deleted:
-            self._schedule(schedule_id)  # raises unknown_schedule with the nearest id
-        return {"id": schedule_id, "deleted": deleted}
+        self._schedule(schedule_id)  # raises unknown_schedule (another principal's too) with the nearest id
+        return {"id": schedule_id, "deleted": self._delete(schedule_id)}
 
     def _delete(self, schedule_id: str) -> bool:
         if self.mirror is not None:
@@ -376,8 +377,9 @@ class Schedules:
 
     def _schedule(self, schedule_id: str) -> ScheduleRecord:
         schedule = self.store.schedule(schedule_id)
-        if schedule is None:
-            raise UnknownName("schedule", schedule_id, nearest(schedule_id, [s.id for s in self.store.schedules()]))
+        if schedule is None or not may_see(schedule.principal):
+            raise UnknownName("schedule", schedule_id, nearest(schedule_id, [s.id for s in self.store.schedules()
+                                                                            if may_see(s.principal)]))
         return schedule
 
     def _summary(self, schedule: ScheduleRecord, spec: ScheduleSpec, fires: int) -> dict[str, Any]:

@@ -59,8 +59,10 @@ async def start_slot(orc: Orchestrator, schedule: ScheduleRecord, slot: float, p
                "previous_slot": slot_text(previous), **extra}
     key = slot_key(schedule.id, slot)
     if schedule.target_kind == "network":
-        return orc.start_network(schedule.target, idempotency_key=key, trigger=trigger, from_client=False).network_id
-    handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=key, trigger=trigger)
+        return orc.start_network(schedule.target, idempotency_key=key, trigger=trigger, from_client=False,
+                                 caller=schedule.principal).network_id
+    handle = await orc.start(schedule.target, schedule.inputs, idempotency_key=key, trigger=trigger,
+                             caller=schedule.principal)
     return handle.run_id
 
 

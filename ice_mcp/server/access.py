@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ice_mcp.principals import acting_as
+from ice_mcp.server.oauth import LOCAL, Principal
 from ice_mcp.server.options import ServerOptions
+
+PRINCIPAL_KEY = "ice_principal"  # where the HTTP Guard leaves the request's principal in the ASGI scope's state
+ANONYMOUS = Principal("anonymous", frozenset({"ice:read", "ice:run"}))  # HTTP without a token configured
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +22,7 @@ class Credential:
 
     token: str | None
     ambiguous: bool = False
+    page: str | None = None  # the run view's session cookie (OAuth), when there is no token
 
 
 def read_authorization(headers: Any) -> Credential:
@@ -48,23 +55,33 @@ def same_secret(given: str | None, expected: str | None) -> bool:
     return hmac.compare_digest(_digest(given), _digest(expected))
 
 
-def caller_of_token(token: str | None) -> str:
-    return "token:" + _digest(token).hex()[:16] if token else "anonymous"
+def principal_of(request: Any) -> Principal:
+    """Whom the request stands for, as the HTTP Guard found it; `local` over stdio and in memory."""
+    if request is None:
+        return LOCAL
+    scope = getattr(request, "scope", None)
+    found = scope.get("state", {}).get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, Principal) else ANONYMOUS
 
 
 def caller_id(request: Any) -> str:
-    """Whom a budget is kept for: `local` over stdio, else a hash of the bearer token (never the token)."""
-    headers = getattr(request, "headers", None)
-    if request is None or headers is None:
-        return "local"
-    return caller_of_token(bearer_token(headers))
+    """Whom runs and budgets are kept for: the request's principal (an OAuth user, `token`, `local`)."""
+    return principal_of(request).id
 
 
 def may_administer(request: Any, options: ServerOptions) -> bool:
     """`request` is the HTTP request the message came on, or None (stdio, in memory)."""
-    if options.read_only:
-        return False
-    headers = getattr(request, "headers", None)
-    if request is None or headers is None:
-        return True
-    return same_secret(bearer_token(headers), options.admin_token)
+    return not options.read_only and principal_of(request).allows("ice:admin")
+
+
+class ActingPrincipal:
+    """Server middleware (OAuth): every MCP request runs as the principal of the HTTP request it came on, so
+    the orchestrator's lookups answer only what it owns. Per message, not per session: a 2025 session's
+    handlers run in the task of the request that opened it."""
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if ctx.request is None:
+            return await call_next(ctx)
+        principal = principal_of(ctx.request)
+        with acting_as(principal.id, admin=principal.allows("ice:admin"), scopes=principal.scopes):
+            return await call_next(ctx)

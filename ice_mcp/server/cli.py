@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp.bundled import bundled_dir
+from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.additions import load_extension
 from ice_mcp.server.cluster import add_dev_cluster_command
+from ice_mcp.server.oauth import OAuthConfig
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.server.web.ui.viewer import add_catalogue_arguments, add_ui_command, run_server
@@ -33,6 +35,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http", action="store_true", help="serve Streamable HTTP instead of stdio"
     )
+    parser.add_argument("--auth", choices=("token", "oauth"), default=os.environ.get("ICE_MCP_AUTH") or "token",
+                        help="who may call `--http`: the static ICE_MCP_TOKEN (default), or OAuth access tokens "
+                             "(ICE_MCP_RESOURCE, ICE_MCP_ISSUER, ...: see the README) (ICE_MCP_AUTH)")
+    parser.add_argument("--forwarded-allow-ips", metavar="IPS",
+                        default=os.environ.get("ICE_MCP_FORWARDED_ALLOW_IPS") or None,
+                        help="behind a reverse proxy: the proxies (comma-separated IPs, or *) whose X-Forwarded-For "
+                             "makes a client's address real (ICE_MCP_FORWARDED_ALLOW_IPS; default 127.0.0.1)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument(
@@ -123,6 +132,11 @@ def _options(args: argparse.Namespace) -> ServerOptions:
     )
     if args.wait_seconds is not None:
         options.wait_seconds = args.wait_seconds
+    if args.http and args.auth == "oauth":  # stdio never asks for a token
+        try:
+            options.oauth = OAuthConfig.from_env()
+        except ValueError as exc:
+            raise IceError(str(exc), code="invalid_config") from None
     return options
 
 
@@ -214,7 +228,8 @@ async def _serve(args: argparse.Namespace) -> None:
             gc.collect()
             gc.freeze()
             await serve_http(app, listener, args.log_level,
-                             on_started=lambda: announce(args.host, port, workflows))
+                             on_started=lambda: announce(args.host, port, workflows),
+                             forwarded_allow_ips=args.forwarded_allow_ips)
         finally:
             await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
 

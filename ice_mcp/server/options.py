@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.server.additions import ServerAdditions
+from ice_mcp.server.oauth import OAuthConfig
 
 
 def _env_float(name: str, default: float) -> float:
@@ -45,6 +46,8 @@ class ServerOptions:
         default_factory=lambda: int(_env_float("ICE_MCP_MAX_SESSIONS_PER_CLIENT", 16))
     )
     max_sessions: int = field(default_factory=lambda: int(_env_float("ICE_MCP_MAX_SESSIONS", 1000)))
+    # `--auth oauth`: access tokens from this issuer for this resource, instead of the static tokens.
+    oauth: OAuthConfig | None = None
     # Over HTTP, catalogue changes need this bearer token; None = nobody over HTTP may change it.
     admin_token: str | None = field(
         default_factory=lambda: os.environ.get("ICE_MCP_ADMIN_TOKEN") or None

@@ -29,6 +29,7 @@ class HookRecord:
     inputs: dict[str, Any] | None = None  # None: the JSON body is the inputs
     secrets: list[HookSecret] = field(default_factory=list)
     created_at: float = 0.0
+    principal: str | None = None  # who made it (OAuth): its deliveries' runs are theirs
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

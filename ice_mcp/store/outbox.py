@@ -22,6 +22,7 @@ class NotifyTarget:
     disabled: bool = False  # a 410 Gone: nothing more is sent
     workflow_target: str | None = None
     created_at: float = 0.0
+    principal: str | None = None  # who set it (OAuth): only their runs' events reach it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -61,6 +61,8 @@ class RunRecord:
     # What started it, as templates see `trigger`: None for a call; {"kind": "schedule", "schedule_id", "slot",
     # "previous_slot"} for a schedule's slot.
     trigger: dict[str, Any] | None = None
+    # Who owns it (an OAuth user `oauth:<iss>#<sub>`, `token`, `local`; None: no caller, like a CLI run).
+    principal: str | None = None
 
     @property
     def done(self) -> bool:
@@ -84,6 +86,7 @@ class RunRecord:
             **({"retry_of": self.retry_of} if self.retry_of is not None else {}),
             **({"questions": self.questions} if self.questions else {}),
             **({"trigger": self.trigger} if self.trigger is not None else {}),
+            **({"principal": self.principal} if self.principal is not None else {}),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -139,4 +142,5 @@ class RunRecord:
             retry_of=data.get("retry_of"),
             questions=dict(data.get("questions") or {}),
             trigger=data.get("trigger"),
+            principal=data.get("principal"),
         )

@@ -91,6 +91,10 @@ redis.call('ZADD', p .. 'runs', score, run_id)
 redis.call('ZADD', p .. 'workflow:' .. workflow, score, run_id)
 if old and old ~= status then redis.call('ZREM', p .. 'status:' .. old, run_id) end
 redis.call('ZADD', p .. 'status:' .. status, score, run_id)
+if ARGV[14] ~= '' then
+  redis.call('HSET', h, 'principal', ARGV[14])
+  redis.call('ZADD', p .. 'principal:' .. ARGV[14], score, run_id)
+end
 return 1
 """
 # Take a run over from its previous owner ('' for none), if nobody took it first.
@@ -165,7 +169,7 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         return [prefix, run_id, workflow, status, "" if started is None else repr(started), dumps(record), owner or "",
                 "" if blueprint is None else blueprint if isinstance(blueprint, str) else dumps(blueprint),
                 "" if version is None else str(version), key or "",
-                retry_of or "", key_ms, "1" if create else "0"]
+                retry_of or "", key_ms, "1" if create else "0", record.get("principal") or ""]
 
     @unavailable
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
@@ -232,11 +236,15 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         return _text(self._redis.get(self._key("key", key)))
 
     @unavailable
-    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50,
+             principal: str | None = None) -> list[RunRecord]:
+        """The newest runs, filtered (`principal`: only the runs it owns), from the narrowest list."""
         limit = max(1, min(limit, 1000))
-        index = (self._key("workflow", workflow) if workflow else
+        index = (self._key("principal", principal) if principal is not None else
+                 self._key("workflow", workflow) if workflow else
                  self._key("status", status) if status else self._key("runs"))
-        check_status = bool(status and workflow)  # the workflow's list holds every status: filter it
+        check_status = bool(status and (workflow or principal is not None))  # a list holding every status
+        check_workflow = bool(workflow and principal is not None)
         found: builtins.list[RunRecord] = []
         start = 0
         while len(found) < limit:
@@ -246,9 +254,10 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
             start += len(ids)
             pipe = self._redis.pipeline(transaction=False)
             for run_id in ids:
-                pipe.hmget(self._key("run", run_id.decode()), ("record", "status"))
-            for record, run_status in pipe.execute():
-                if record is not None and (not check_status or _text(run_status) == status):
+                pipe.hmget(self._key("run", run_id.decode()), ("record", "status", "workflow"))
+            for record, run_status, run_workflow in pipe.execute():
+                if (record is not None and (not check_status or _text(run_status) == status)
+                        and (not check_workflow or _text(run_workflow) == workflow)):
                     found.append(RunRecord.from_dict(loads(record)))
         return found[:limit]
 

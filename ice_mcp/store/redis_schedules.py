@@ -16,7 +16,7 @@ from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord, counts_of, 
 T = TypeVar("T")
 P = ParamSpec("P")
 _PAGE = 200
-_DEFINITION = ("id", "target", "target_kind", "spec", "inputs", "policy", "paused", "note", "origin")
+_DEFINITION = ("id", "target", "target_kind", "spec", "inputs", "policy", "paused", "note", "origin", "principal")
 
 _NOW = "local t = redis.call('TIME')\nlocal now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))\n"
 # Create a schedule (ARGV[5]: its cursor, '' for none; ARGV[6]: running; then outcome, count pairs) or

@@ -42,6 +42,7 @@ class ScheduleRecord:
     origin: str = "runtime"  # "runtime" (a tool call) or "declared" (a blueprint's `schedules:`)
     running: list[str] = field(default_factory=list)  # run ids it started that may still run (overlap)
     counts: dict[str, int] = field(default_factory=dict)  # firings by outcome (a `missed` row adds its count)
+    principal: str | None = None  # who made it (OAuth): its runs are theirs
 
     @property
     def decided_until(self) -> float:

@@ -45,7 +45,7 @@ from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 5  # 5: schedules, firings, scheduler
+SCHEMA_VERSION = 6  # 5: schedules, firings, scheduler; 6: runs' principals
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -99,13 +99,14 @@ CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at DESC);
 CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 """
 # Columns added in schema 2 (durable runs); a folder written by an older version gains them.
-_RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT"}
+_RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT",
+                "principal": "TEXT"}  # principal: schema 6, runs owned by OAuth users
 SIGNAL_POLL_SECONDS = 0.2  # how often a server looks for signals other processes left in the file
 SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
 
 
 _UPSERT_RUN = ("INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
-               " blueprint, version, retry_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " blueprint, version, retry_of, principal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, record=excluded.record,"
                " started_at=COALESCE(excluded.started_at, runs.started_at),"
                " owner=COALESCE(excluded.owner, runs.owner)")
@@ -117,7 +118,8 @@ def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     if isinstance(record, RunRecord):
         record = record.to_dict()
     return (run_id, workflow, status, started, key, dumps(record), owner,
-            blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of)
+            blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of,
+            record.get("principal"))
 
 
 def open_store(state_url: str | None, data_dir: Path, *,
@@ -180,6 +182,10 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         for column, kind in _RUN_COLUMNS.items():
             if column not in have:
                 self._read.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        self._read.execute("CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, started_at DESC)"
+                           " WHERE principal IS NOT NULL")
+        if "principal" not in {row[1] for row in self._read.execute("PRAGMA table_info(schedules)")}:
+            self._read.execute("ALTER TABLE schedules ADD COLUMN principal TEXT")  # schema 6
         if "data" not in {row[1] for row in self._read.execute("PRAGMA table_info(signals)")}:
             self._read.execute("ALTER TABLE signals ADD COLUMN data TEXT")  # answers (schema 4)
         self._read.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -269,9 +275,14 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
-    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50) -> list[RunRecord]:
+    def list(self, *, status: str | None = None, workflow: str | None = None, limit: int = 50,
+             principal: str | None = None) -> list[RunRecord]:
+        """The newest runs, filtered (`principal`: only the runs it owns)."""
         query, args = "SELECT record FROM runs", list[Any]()
         clauses = []
+        if principal is not None:
+            clauses.append("principal = ?")
+            args.append(principal)
         if status:
             clauses.append("status = ?")
             args.append(status)

@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS schedules (
     cursor REAL,
     origin TEXT NOT NULL,
     running TEXT NOT NULL,
-    counts TEXT NOT NULL
+    counts TEXT NOT NULL,
+    principal TEXT
 );
 CREATE TABLE IF NOT EXISTS firings (
     schedule_id TEXT NOT NULL,
@@ -55,18 +56,18 @@ CREATE TABLE IF NOT EXISTS scheduler (
 CREATE INDEX IF NOT EXISTS schedules_by_target ON schedules (target, id);
 """
 _COLUMNS = ("id, target, target_kind, spec, inputs, policy, paused, note, revision, created_at, updated_at,"
-            " cursor, origin, running, counts")
+            " cursor, origin, running, counts, principal")
 _FIRING_COLUMNS = "schedule_id, slot, outcome, run_id, fired_at, replica, count"
 
 
 def _schedule(row: tuple[Any, ...]) -> ScheduleRecord:
     (id_, target, target_kind, spec, inputs, policy, paused, note, revision, created, updated, cursor, origin,
-     running, counts) = row
+     running, counts, principal) = row
     return ScheduleRecord(id=id_, target=target, target_kind=target_kind, spec=loads(spec), inputs=loads(inputs),
                           policy=loads(policy), paused=bool(paused), note=note, revision=int(revision),
                           created_at=float(created), updated_at=float(updated),
                           cursor=None if cursor is None else float(cursor), origin=origin, running=loads(running),
-                          counts=loads(counts))
+                          counts=loads(counts), principal=principal)
 
 
 def _firing(row: tuple[Any, ...]) -> Firing:
@@ -126,10 +127,10 @@ class SqliteSchedules:
             definition = (schedule.target, schedule.target_kind, dumps(schedule.spec), dumps(schedule.inputs),
                           dumps(schedule.policy), int(schedule.paused), schedule.note, schedule.origin)
             if current is None:
-                db.execute(f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                db.execute(f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
                            (schedule.id, *definition[:7], now, now,
                             None if schedule.cursor is None else float(schedule.cursor), definition[7],
-                            dumps(list(schedule.running)), dumps(dict(schedule.counts))))
+                            dumps(list(schedule.running)), dumps(dict(schedule.counts)), schedule.principal))
             else:
                 db.execute("UPDATE schedules SET target = ?, target_kind = ?, spec = ?, inputs = ?, policy = ?,"
                            " paused = ?, note = ?, origin = ?, revision = revision + 1, updated_at = ? WHERE id = ?",

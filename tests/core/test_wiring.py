@@ -48,12 +48,13 @@ def test_every_exception_of_the_package_is_an_ice_error() -> None:
     assert [cls.__qualname__ for cls in classes if not issubclass(cls, IceError)] == []
 
 
-def test_the_context_variables_are_the_tool_call_and_two_inside_their_own_modules() -> None:
+def test_the_context_variables_are_the_tool_call_the_principal_and_two_inside_their_own_modules() -> None:
     names = {value.name for module in every_module() for value in vars(module).values()
              if isinstance(value, ContextVar)}
-    # The tool call crosses layers (a tool's signature is its author's); the render budget and the
-    # client of the HTTP request being served stay inside the module that sets them.
-    assert names == {"ice_mcp_tool_call", "ice_mcp_render_budget", "ice_mcp_session_client"}
+    # The tool call crosses layers (a tool's signature is its author's), and so does the acting principal
+    # (set where a request enters, read at the orchestrator's one choke point for lookups); the render budget
+    # and the client of the HTTP request being served stay inside the module that sets them.
+    assert names == {"ice_mcp_tool_call", "ice_mcp_acting", "ice_mcp_render_budget", "ice_mcp_session_client"}
 
 
 def test_an_orchestrator_leaves_the_default_registry_alone(settings: Settings) -> None:

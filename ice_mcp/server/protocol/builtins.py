@@ -9,10 +9,12 @@ Adding a tool is one entry in BUILTINS (or in a family's own table, as `schedule
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
+from ice_mcp.principals import everyone
 from ice_mcp.server.protocol.documents import parse_document
 from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
@@ -99,9 +101,19 @@ async def run_respond(call: BuiltinCall) -> Answer:
 
 async def run_list(call: BuiltinCall) -> Answer:
     args = call.args
-    runs = call.orc.list_runs(status=args.get("status"), workflow=args.get("workflow"),
-                              limit=int(args.get("limit") or 50), schedule_id=args.get("schedule_id"))
+    try:
+        with everyone() if args.get("all_principals") else contextlib.nullcontext():
+            runs = call.orc.list_runs(status=args.get("status"), workflow=args.get("workflow"),
+                                      limit=int(args.get("limit") or 50), schedule_id=args.get("schedule_id"))
+    except PermissionError as exc:
+        raise IceError(str(exc), code="forbidden") from None
     return Reply({"runs": [run.summary() for run in runs]})
+
+
+async def ui_link(call: BuiltinCall) -> Answer:
+    if call.ui_link is None:
+        raise IceError("the run view is served by `ice-mcp serve --http` (or `ice-mcp ui`)", code="unavailable")
+    return Reply(call.ui_link())
 
 
 async def _checked(call: BuiltinCall) -> Any:
@@ -187,8 +199,16 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         "started them.",
         obj_schema({"workflow": {"type": "string"}, "status": {"type": "string", "enum": RUN_STATUSES},
                     "schedule_id": {"type": "string"},
-              "limit": {"type": "integer", "minimum": 1, "maximum": 500}}),
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+                    "all_principals": {"type": "boolean", "description": "with OAuth, an admin (ice:admin) lists "
+                                       "every user's runs, not only its own (logged)"}}),
         READ_ONLY, run_list, rpc="run.list", cli=("runs", "list")),
+    BuiltinTool(
+        "ui_link", "A link that opens the live run view (/ui) in a browser. With OAuth it signs the browser in as "
+        "you: it works once, within 60 seconds; give it to the user to open.",
+        obj_schema({}), READ_ONLY, ui_link,
+        output_schema=obj_schema({"url": {"type": "string"},
+                                  "expires_in_seconds": {"type": ["integer", "null"]}}, ["url"])),
     BuiltinTool(
         "blueprint_validate", "Check a blueprint without running it: every problem with a suggestion, and a cost "
         "estimate.", obj_schema({"blueprint": BLUEPRINT_SCHEMA}, ["blueprint"]), READ_ONLY, blueprint_validate,

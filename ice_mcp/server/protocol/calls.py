@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -40,6 +40,7 @@ class ToolCalls:
         self._options = options
         self._catalogue = catalogue
         self.view = TaskView(orc, options)
+        self.ui_link: Callable[[], dict[str, Any]] | None = None  # set by the HTTP app, which serves /ui
 
     @property
     def catalogue(self) -> Catalogue:
@@ -135,7 +136,7 @@ class ToolCalls:
                            code="forbidden")
         check_arguments(tool.input_schema, args)
         call = BuiltinCall(self._orc, args, self._key(args, {}), caller, self.wait_budget, called_as,
-                           self._catalogue)
+                           self._catalogue, self.ui_link)
         return await settle(await tool.handler(call), self.wait_budget(None))
 
     async def _builtin(self, entry: Entry, args: dict[str, Any], key: str | None, admin: bool,
@@ -144,7 +145,8 @@ class ToolCalls:
         if tool.admin and not admin:
             why = "the server is read-only" if self._options.read_only else "it needs the admin token"
             return error_result("forbidden", f"{tool.name} changes the catalogue and {why}")
-        call = BuiltinCall(self._orc, args, key, caller, self.wait_budget, f"mcp:{tool.name}", self._catalogue)
+        call = BuiltinCall(self._orc, args, key, caller, self.wait_budget, f"mcp:{tool.name}", self._catalogue,
+                           self.ui_link)
         answer = await tool.handler(call)
         if isinstance(answer, Reply):
             return json_result(answer.data, is_error=answer.is_error)

@@ -34,6 +34,7 @@ class Entry:
     target: str  # registry name, builtin name or native tool name
     tool: types.Tool
     admin: bool = False
+    scope: str = "ice:run"  # what an OAuth token needs to call it (built-ins declare theirs)
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -132,7 +133,7 @@ class Catalogue:
                 idempotent_hint=hints.idempotent, open_world_hint=hints.open_world),
             _meta=meta,
         )
-        return Entry(name, "builtin", builtin.name, tool, admin=builtin.admin)
+        return Entry(name, "builtin", builtin.name, tool, admin=builtin.admin, scope=f"ice:{builtin.scope}")
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
@@ -164,11 +165,13 @@ class Catalogue:
         hints = entry.tool.annotations
         return not self._options.read_only or bool(hints is not None and hints.read_only_hint)
 
-    def listed(self, *, admin: bool) -> list[types.Tool]:
+    def listed(self, *, admin: bool, scopes: frozenset[str] | None = None) -> list[types.Tool]:
+        """What a caller may call: admin tools for an admin; with OAuth, only what its token's scopes allow."""
         return [
             e.tool
             for e in self.entries()
             if self._listed(e) and (admin or not e.admin) and self.allowed(e)
+            and (scopes is None or e.scope in scopes)
         ]
 
     def resolve(self, name: str) -> Entry | None:

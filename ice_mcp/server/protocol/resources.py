@@ -50,6 +50,7 @@ TEMPLATES = resource_templates(
 
 _URI = re.compile(r"^ice://(blueprints|docs|workflows|runs|schedules)/([^/]+)(/diagram)?$")
 SCHEDULES_URI = "ice://schedules"
+RUN_URI = "ice://runs/"  # a run record: ice://runs/{run_id}
 
 
 class Resources:

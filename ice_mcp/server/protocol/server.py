@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.access import caller_id, may_administer
+from ice_mcp.principals import isolated
+from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
 from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.arguments import check_arguments
@@ -32,7 +33,7 @@ from ice_mcp.server.protocol.follow import CallAnswer, CallWay
 from ice_mcp.server.protocol.listen import Listen
 from ice_mcp.server.protocol.notify import ChangeNotifier
 from ice_mcp.server.protocol.prompts import Prompts
-from ice_mcp.server.protocol.resources import TEMPLATES, Resources
+from ice_mcp.server.protocol.resources import RUN_URI, TEMPLATES, Resources
 from ice_mcp.server.protocol.runs import RunLog
 from ice_mcp.server.protocol.tasks import TasksExtension, can_elicit, modern, negotiated
 from ice_mcp.store.events import Event
@@ -96,6 +97,11 @@ Subscription = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.E
 STATUS_EVENTS = frozenset({"run_started", "run_resumed", "run_finished", "node_waiting", "node_answered"})
 
 
+def visible_uri(orc: Orchestrator, uri: str) -> bool:
+    """Whether the acting principal may hear of `uri`: anything but another principal's run."""
+    return not uri.startswith(RUN_URI) or isolated() is None or orc.get_run(uri.removeprefix(RUN_URI)) is not None
+
+
 def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> IceServer:
     """The MCP server for `orc`. Registering or removing anything in its registry notifies clients."""
     options = options or ServerOptions()
@@ -122,7 +128,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
 
     def on_run_event(event: Event) -> None:
         if event.type in STATUS_EVENTS:  # the run record's status changed: tell its subscribers
-            notifier.resource_updated(f"ice://runs/{event.run_id}")
+            notifier.resource_updated(f"{RUN_URI}{event.run_id}")
             listen.task_changed(event.run_id)
 
     orc.registry.subscribe(on_registry_change)
@@ -134,9 +140,9 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
         remember(ctx)
-        return types.ListToolsResult(
-            tools=catalogue.listed(admin=may_administer(_request(ctx), options))
-        )
+        request = _request(ctx)
+        scopes = principal_of(request).scopes if options.oauth is not None else None  # OAuth: what it may call
+        return types.ListToolsResult(tools=catalogue.listed(admin=may_administer(request, options), scopes=scopes))
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallAnswer:
         remember(ctx)
@@ -230,7 +236,8 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         async def handler(ctx: ServerRequestContext[Any, Any],
                           params: types.SubscribeRequestParams | types.UnsubscribeRequestParams) -> types.EmptyResult:
             remember(ctx)
-            act(ctx, str(params.uri))
+            if visible_uri(orc, str(params.uri)):  # another principal's run: accepted, and silent, as a random id
+                act(ctx, str(params.uri))
             return types.EmptyResult()
         return handler
 
@@ -259,6 +266,8 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     server.middleware.append(
         RequestStateBoundary(request_state_security(orc), default_audience=options.name)
     )
+    if options.oauth is not None:
+        server.middleware.append(ActingPrincipal())
 
     async def network_execute(
         ctx: ServerRequestContext[Any, Any], params: NetworkExecuteParams

@@ -72,6 +72,7 @@ class BuiltinCall:
     wait_budget: Callable[[Any], float]  # a requested wait_seconds -> the seconds this server will wait
     called_as: str  # transport and name, as an answer's `by` records it: "mcp:run_respond", "rpc:run.respond"
     catalogue: Catalogue | None = None  # the MCP catalogue, where there is one
+    ui_link: Callable[[], dict[str, Any]] | None = None  # the run view's address for the caller (over HTTP)
 
 
 @dataclass(frozen=True, slots=True)

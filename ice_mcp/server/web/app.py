@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware
@@ -12,9 +13,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ice_mcp.principals import ACTING
 from ice_mcp.server.access import caller_id
+from ice_mcp.server.oauth import Principal, TokenVerifier
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.builtins import BUILTINS
 from ice_mcp.server.protocol.server import build_server
+from ice_mcp.server.web.auth import (
+    TICKET_SECONDS,
+    Authenticator,
+    OAuthTokens,
+    PageSessions,
+    StaticTokens,
+    needed_scope,
+)
 from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
 from ice_mcp.server.web.hooks import hook_routes
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
@@ -75,9 +87,18 @@ def create_http_app(
         max_sessions=options.max_sessions,
         max_sessions_per_client=options.max_sessions_per_client,
     )
+    auth: Authenticator = StaticTokens(token, options.admin_token)
+    extra_routes: list[Route] = []
+    scope_of, pages = None, None
+    if options.oauth is not None:
+        oauth = OAuthTokens(options.oauth, TokenVerifier(options.oauth))
+        auth, scope_of, pages = oauth, _scope_of(server), oauth.pages
+        extra_routes = [*oauth.routes(), pages.route()]
+    server.ice_calls.ui_link = _ui_link(orc, pages)
     app = Starlette(
         routes=[
-            Route("/mcp", SessionEndpoint(manager, token_configured=bool(token))),
+            *extra_routes,
+            Route("/mcp", SessionEndpoint(manager, token_configured=bool(token) or options.oauth is not None)),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             *hook_routes(orc),
@@ -85,10 +106,38 @@ def create_http_app(
         ],
         lifespan=lambda _app: manager.run(),
     )
-    app.add_middleware(Guard, token=token, admin_token=options.admin_token, max_body=max_body)
+    app.add_middleware(Guard, auth=auth, max_body=max_body, scope_of=scope_of)
     app.state.ice_server = server
     app.state.session_manager = manager
     return app
+
+
+def _ui_link(orc: Any, pages: PageSessions | None) -> Callable[[], dict[str, Any]]:
+    """The `ui_link` tool's answer: the run view's address; with OAuth, a one-time sign-in for the caller."""
+
+    def link() -> dict[str, Any]:
+        base, acting = orc.hooks.base_url, ACTING.get()
+        if pages is None or acting is None:
+            return {"url": f"{base}/ui", "expires_in_seconds": None}
+        ticket = pages.mint(Principal(acting.id, acting.scopes))
+        return {"url": f"{base}/ui/#ticket={ticket}", "expires_in_seconds": int(TICKET_SECONDS)}
+
+    return link
+
+
+def _scope_of(server: Any) -> Callable[[str, bytes], str]:
+    """The OAuth scope a request to /mcp or /rpc needs: its tool's, or its /rpc method's."""
+    catalogue = server.ice_calls.catalogue
+    by_method = {tool.rpc: f"ice:{tool.scope}" for tool in BUILTINS if tool.rpc}
+
+    def tool_scope(name: str) -> str:
+        entry = catalogue.resolve(name)
+        return entry.scope if entry is not None else "ice:read"  # unknown: the call answers so itself
+
+    def rpc_scope(method: str) -> str:
+        return "ice:run" if method == "workflow.run" else by_method.get(method, "ice:read")
+
+    return lambda path, body: needed_scope(path, "POST", body, tool_scope, rpc_scope)
 
 
 def _ui_config(server: Any, options: ServerOptions) -> UiConfig:
@@ -99,4 +148,5 @@ def _ui_config(server: Any, options: ServerOptions) -> UiConfig:
         tool = calls.catalogue.resolve(f"workflow:{name}")
         return tool is not None and calls.refusal(tool) is None
 
-    return UiConfig(admin_token=options.admin_token, read_only=options.read_only, startable=startable)
+    return UiConfig(admin_token=options.admin_token, read_only=options.read_only, startable=startable,
+                    oauth=options.oauth is not None)

@@ -1,16 +1,22 @@
-"""What stands in front of every HTTP route: Host/Origin checks, the bearer token and a body-size cap."""
+"""What stands in front of every HTTP route: Host/Origin checks, who the caller is (static tokens or OAuth,
+with the scope a request needs checked before it runs) and a body-size cap."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
+from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ice_mcp.server.access import read_authorization, same_secret
+from ice_mcp.principals import acting_as
+from ice_mcp.server.access import read_authorization
 from ice_mcp.server.edges import valid_host, valid_origin
+from ice_mcp.server.web.auth import COOKIE, Authenticator, Refusal, authenticated
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -35,15 +41,17 @@ def security_settings(
 
 
 class Guard:
-    """Strict Host/Origin, one `Authorization`, the bearer token (when configured) and a body cap."""
+    """Strict Host/Origin, one `Authorization`, its principal (`auth`), the scope a request needs
+    (`scope_of(path, body)`, OAuth only: decided before anything runs) and a body cap."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, admin_token: str | None, max_body: int
+        self, app: ASGIApp, *, auth: Authenticator, max_body: int,
+        scope_of: Callable[[str, bytes], str] | None = None,
     ) -> None:
         self.app = app
-        self.token = token
-        self.admin_token = admin_token
+        self.auth = auth
         self.max_body = max_body
+        self.scope_of = scope_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,29 +75,40 @@ class Guard:
                 400, INVALID_REQUEST, "Send exactly one Authorization header", scope, receive, send
             )
             return
-        if self.token and not (
-            same_secret(credential.token, self.token)
-            or same_secret(credential.token, self.admin_token)
-        ):
-            await JSONResponse(
-                error_body(-32001, "Unauthorized: send Authorization: Bearer <token>"),
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="ice-mcp"'},
-            )(scope, receive, send)
+        if credential.token is None and str(scope.get("path", "")).startswith("/ui/api"):
+            page = cookie_parser(headers.get("cookie", "")).get(COOKIE)  # the run view signed in (OAuth)
+            credential = dataclasses.replace(credential, page=page or None)
+        try:
+            principal = await self.auth.principal(credential)
+        except Refusal as refusal:
+            await refusal.response()(scope, receive, send)
             return
+        authenticated(scope, principal)
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await self._too_large(scope, receive, send)
             return
-        if length is None and scope.get("method") == "POST":
-            # A chunked body: read it here (up to the cap) and replay it to the app.
+        posted = scope.get("method") == "POST"
+        if not posted and self.scope_of is not None:
+            short = self.auth.refuse_scope(principal, "ice:read")
+            if short is not None:
+                await short.response()(scope, receive, send)
+                return
+        if posted and (length is None or self.scope_of is not None):
+            # Read the body here (up to the cap): a chunked one, or one whose call decides the scope needed.
             body, complete = await _read_capped(receive, self.max_body)
             if not complete:
                 await self._too_large(scope, receive, send)
                 return
-            await self.app(scope, replay(body, receive), send)
-            return
-        await self.app(scope, receive, send)
+            if self.scope_of is not None:
+                short = self.auth.refuse_scope(principal, self.scope_of(str(scope.get("path", "")), body))
+                if short is not None:
+                    await short.response()(scope, receive, send)
+                    return
+            receive = replay(body, receive)
+        with acting_as(principal.id if self.auth.isolates else None,  # OAuth: each user sees their own
+                       admin=principal.allows("ice:admin"), scopes=principal.scopes):
+            await self.app(scope, receive, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         await _refuse(413, INVALID_REQUEST, "Request body too large", scope, receive, send)

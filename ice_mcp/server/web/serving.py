@@ -29,8 +29,9 @@ def bind_listener(host: str, port: int) -> socket.socket:
 
 
 async def serve_http(app: Any, listener: socket.socket, log_level: str,
-                     on_started: Callable[[], None]) -> None:
-    """Serve `app` with uvicorn on a bound socket; `on_started` runs once it accepts connections."""
+                     on_started: Callable[[], None], forwarded_allow_ips: str | None = None) -> None:
+    """Serve `app` with uvicorn on a bound socket; `on_started` runs once it accepts connections.
+    `forwarded_allow_ips`: the proxies whose X-Forwarded-For/-Proto are believed (default: 127.0.0.1 only)."""
     import uvicorn
 
     class AnnouncingServer(uvicorn.Server):
@@ -39,5 +40,6 @@ async def serve_http(app: Any, listener: socket.socket, log_level: str,
             if self.started:
                 on_started()
 
-    config = uvicorn.Config(app, log_level=log_level.lower(), lifespan="on", access_log=False)
+    config = uvicorn.Config(app, log_level=log_level.lower(), lifespan="on", access_log=False,
+                            proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
     await AnnouncingServer(config).serve(sockets=[listener])

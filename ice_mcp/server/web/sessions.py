@@ -21,7 +21,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from ice_mcp.server.access import caller_of_token, read_authorization
+from ice_mcp.server.access import PRINCIPAL_KEY
 from ice_mcp.server.web.guard import replay
 
 logger = logging.getLogger(__name__)
@@ -137,9 +137,10 @@ class SessionEndpoint:
         self._in_flight: set[tuple[str, str]] = set()
 
     def client_of(self, scope: Scope, headers: Headers) -> str:
-        """The bearer-token caller when a token is required (the Guard checked it), else the peer address."""
-        if self.token_configured:
-            return caller_of_token(read_authorization(headers).token)
+        """The principal when callers sign in (a token, OAuth: the Guard found it), else the peer address."""
+        principal = scope.get("state", {}).get(PRINCIPAL_KEY)
+        if self.token_configured and principal is not None:
+            return str(principal.id)
         peer = scope.get("client")
         return f"peer:{peer[0]}" if peer else "peer:unknown"
 

@@ -20,7 +20,8 @@ from starlette.routing import BaseRoute, Route
 
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.errors import IceError
-from ice_mcp.server.access import bearer_token, caller_id, same_secret
+from ice_mcp.principals import isolated
+from ice_mcp.server.access import bearer_token, caller_id, principal_of, same_secret
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
 from ice_mcp.server.web.ui.schedules import schedule_api
@@ -68,6 +69,7 @@ class UiConfig:
     start_needs_admin: bool = False
     startable: Callable[[str], bool] = field(default=lambda name: True)
     mode: str = "server"
+    oauth: bool = False  # callers sign in: cancelling or retrying one's own run needs ice:run, not the admin token
 
 
 class UiError(IceError):
@@ -117,8 +119,8 @@ class RunsFeed:
                        limit: int = FEED_RUNS) -> list[dict[str, Any]]:
         """The newest runs, live ones as this process sees them; the store is read in a thread."""
         store = self.orc.store
-        stored = (await asyncio.to_thread(store.list, status=status, workflow=workflow, limit=limit)
-                  if store is not None else [])
+        stored = (await asyncio.to_thread(store.list, status=status, workflow=workflow, limit=limit,
+                                          principal=isolated()) if store is not None else [])
         rows = {record.run_id: run_summary(record) for record in stored}
         if store is None:
             live = self.orc.list_runs(status=status, workflow=workflow, limit=limit)
@@ -183,7 +185,13 @@ class RunViews:
 
     def run_plan(self, run_id: str) -> tuple[Any, Any]:
         """(plan or None, blueprint or None) of a run: its live plan, else its kept blueprint compiled."""
+        if not self._visible(run_id):
+            return None, None
         return self._cached(self._plans, run_id, lambda: self._run_plan(run_id))
+
+    def _visible(self, run_id: str) -> bool:
+        """Another principal's run is an unknown one (OAuth); the caches below are shared by everyone."""
+        return isolated() is None or self.orc.get_run(run_id) is not None
 
     def _run_plan(self, run_id: str) -> tuple[Any, Any]:
         handle = self.orc.get_handle(run_id)
@@ -203,6 +211,8 @@ class RunViews:
         return plan, blueprint
 
     def run_graph(self, run_id: str) -> dict[str, Any] | None:
+        if not self._visible(run_id):
+            return None
         return self._cached(self._graphs, run_id, lambda: self.graph_of(*self.run_plan(run_id)))
 
     def graph_of(self, plan: Any, blueprint: Any) -> dict[str, Any] | None:
@@ -217,7 +227,9 @@ class RunViews:
         handle = self.orc.get_handle(run_id)
         if handle is not None:
             return [event.to_dict() for event in handle.events.events[after + 1:]]
-        return self.orc.store.events(run_id, after=after) if self.orc.store is not None else []
+        if self.orc.store is None or not self._visible(run_id):
+            return []
+        return self.orc.store.events(run_id, after=after)
 
     def node(self, run_id: str, node_id: str, record: Any) -> dict[str, Any]:
         """A node's detail, with its inputs rendered again from what the run had at that point."""
@@ -279,11 +291,20 @@ def _spec_of(blueprint: Any, node_id: str) -> Any:
 
 def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
     """The routes under /ui. `security` is the transport's Host/Origin allow-list check."""
-    feed, views = RunsFeed(orc), RunViews(orc)
+    feeds: dict[str | None, RunsFeed] = {}  # one per principal under OAuth (its watcher reads as that principal)
+    views = RunViews(orc)
+
+    def feed_of() -> RunsFeed:
+        owner = isolated()
+        if owner not in feeds:
+            feeds[owner] = RunsFeed(orc)
+        return feeds[owner]
     page = (STATIC / "index.html").read_bytes()
     assets = {name: (STATIC / name).read_bytes() for name in ASSETS}
 
     def is_admin(request: Request) -> bool:
+        if config.oauth:
+            return not config.read_only and principal_of(request).allows("ice:run")
         return not config.read_only and same_secret(bearer_token(request.headers), config.admin_token)
 
     def can_start(request: Request, name: str) -> bool:
@@ -351,11 +372,12 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
             limit = max(1, min(int(query.get("limit") or 100), MAX_LIMIT))
         except ValueError:
             raise UiError(400, "invalid_limit", "limit must be a whole number") from None
-        rows = await feed.snapshot(status=query.get("status") or None, workflow=query.get("workflow") or None,
+        rows = await feed_of().snapshot(status=query.get("status") or None, workflow=query.get("workflow") or None,
                                    limit=limit)
         return _json({"runs": rows})
 
     async def runs_stream(request: Request) -> Response:
+        feed = feed_of()
         queue = feed.subscribe()
 
         async def stream() -> AsyncIterator[bytes]:

@@ -54,6 +54,7 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
+    from ice_mcp.server.web.auth import StaticTokens
     from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
     from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
 
@@ -66,7 +67,7 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
         return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})
 
     app = Starlette(routes=[*ui_routes(orc, config, security), Route("/healthz", healthz, methods=["GET"])])
-    app.add_middleware(Guard, token=token, admin_token=admin_token, max_body=DEFAULT_MAX_BODY)
+    app.add_middleware(Guard, auth=StaticTokens(token, admin_token), max_body=DEFAULT_MAX_BODY)
     return app
 
 

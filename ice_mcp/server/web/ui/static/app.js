@@ -76,7 +76,7 @@ async function api(path, { method = 'GET', body } = {}) {
   const response = await fetch(path, init);
   let data = null;
   try { data = await response.json(); } catch { data = null; }
-  if (response.status === 401) askToken('The server needs a token to show runs.');
+  if (response.status === 401) askToken(signIn(response));
   if (!response.ok) {
     const error = data && data.error;
     throw new ApiError(response.status, (error && error.code) || `http_${response.status}`,
@@ -94,7 +94,7 @@ function follow(path, onData, { signal, onEnd, resumable = false } = {}) {
       try {
         const url = resumable ? `${path}?after=${last}` : path;
         const response = await fetch(url, { headers: headers({ Accept: 'text/event-stream' }), signal, cache: 'no-store' });
-        if (response.status === 401) { askToken('The server needs a token to show runs.'); return; }
+        if (response.status === 401) { askToken(signIn(response)); return; }
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         backoff = 500;
         const reader = response.body.getReader();
@@ -144,9 +144,15 @@ const schedules = makeSchedules({ h, fill, api, errorBox, pre, badge });
 const dialog = document.getElementById('token-dialog');
 
 function askToken(why) {
+  if (dialog.open) return;  // the first reason given stays
   document.getElementById('token-why').textContent = why;
-  if (!dialog.open) dialog.showModal();
+  dialog.showModal();
 }
+
+// A 401's reason: an OAuth server (its challenge names resource metadata) signs the page in with a link.
+const signIn = (response) => ((response.headers.get('WWW-Authenticate') || '').includes('resource_metadata')
+  ? 'This server signs you in with OAuth: ask your assistant for a link to this page (the ui_link tool).'
+  : 'The server needs a token to show runs.');
 
 document.getElementById('token-button').addEventListener('click', () => {
   askToken(session.admin ? 'You are using the admin token.' : 'Type the admin token to cancel, retry and start runs (or the server token to view).');
@@ -557,5 +563,16 @@ async function workflowView(name, signal) {
   }
 }
 
+// A sign-in link from the `ui_link` tool (OAuth) ends in #ticket=...: trade it once for this page's cookie,
+// taking it out of the address bar first.
+async function redeemTicket() {
+  const match = /^#ticket=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!match) return;
+  history.replaceState(null, '', `${location.pathname}${location.search}#/runs`);
+  const response = await fetch('/ui/session', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ ticket: match[1] }), cache: 'no-store' });
+  if (!response.ok) askToken('That sign-in link has expired or was used already: ask for a new one (the ui_link tool).');
+}
+
 window.addEventListener('hashchange', route);
-loadSession().then(route);
+redeemTicket().then(loadSession).then(route);
