@@ -231,6 +231,9 @@ async def test_another_principal_sees_of_a_run_exactly_what_a_random_id_shows(tm
     async with AuthServer() as auth, oauth_server(orc, auth, wait_seconds=0.3) as base:
         alice, bob = auth.token(sub="alice", scopes=FULL), auth.token(sub="bob", scopes=FULL)
         started = (await tool(base, "workflow_gate", {}, alice)).json()["result"]
+        alices = orc.caller_spend(f"oauth:{auth.issuer}#alice")
+        assert alices is not None and orc.get_run(started["structuredContent"]["run_id"]) is not None
+        alice_spent = alices.cost_usd
         mine, random_id = started["structuredContent"]["run_id"], uuid.uuid4().hex
         assert started["structuredContent"]["status"] in ("running", "input_required")
 
@@ -287,14 +290,14 @@ async def test_another_principal_sees_of_a_run_exactly_what_a_random_id_shows(tm
             assert (await http.get(f"{base}/ui/api/runs/{mine}")).status_code == 200
             assert [r["run_id"] for r in (await http.get(f"{base}/ui/api/runs")).json()["runs"]] == [mine]
 
-        spent_before = orc.caller_spend(f"oauth:{auth.issuer}#alice")
-        assert spent_before is not None
         answered = (await tool(base, "run_respond", {"run_id": mine, "node": "ok", "answer": {"approved": True}},
                                alice)).json()["result"]
         assert not answered.get("isError"), answered
         done = (await tool(base, "run_result", {"run_id": mine, "wait_seconds": 10}, alice)).json()["result"]
         assert done["structuredContent"]["status"] == "succeeded"
         assert orc.caller_spend(f"oauth:{auth.issuer}#bob").cost_usd == 0.0  # type: ignore[union-attr]
+        assert orc.caller_spend(f"oauth:{auth.issuer}#alice").cost_usd == alice_spent  # type: ignore[union-attr]
+        assert orc.get_run(mine).principal == f"oauth:{auth.issuer}#alice"  # type: ignore[union-attr]
     assert RAN == ["shipped"]  # Bob's respond, cancel and retry did nothing
 
 
