@@ -41,7 +41,7 @@ class Settings:
     temporal_address: str | None = None  # HOST:PORT of the Temporal frontend (engine "temporal")
     temporal_namespace: str = "default"
     temporal_task_queue: str = "ice-mcp"
-    temporal_heartbeat_seconds: float = 10.0  # a node's activity silent this long lost its worker: it runs again
+    temporal_heartbeat_seconds: float = 3.0  # a node's activity silent this long lost its worker: it runs again
     webhook_max_bytes: int = 1024 * 1024  # the largest webhook delivery read (413 past it)
     public_url: str | None = None  # where callers reach `serve --http` (webhook URLs); default: its address
     smtp_url: str | None = None  # email_send's server: smtp://user:pass@host:port (STARTTLS if offered) or smtps://

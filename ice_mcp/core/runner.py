@@ -150,8 +150,7 @@ class Runner(GraphRunner):
                 raise
             except TimeoutError as exc:
                 expired = timeout is not None and deadline.expired()
-                failure = (NodeFailure(f"attempt timed out after {spec.timeout_seconds} s", code="timeout")
-                           if expired else failure_of(exc))
+                failure = attempt_timed_out(spec.timeout_seconds) if expired else failure_of(exc)
             except Exception as exc:
                 failure = failure_of(exc)
             if not failure.retryable or attempt > spec.retries:
@@ -159,6 +158,11 @@ class Runner(GraphRunner):
             delay = backoff_delay(spec.backoff, spec.backoff_seconds, attempt)
             ctx.emit("node_retrying", node.id, attempt, error=failure.as_dict(), delay_seconds=delay)
             await ctx.sleep(delay)
+
+
+def attempt_timed_out(seconds: float | None) -> NodeFailure:
+    """An attempt that outlived the node's `timeout_seconds` (retried as the node's `retries` allow)."""
+    return NodeFailure(f"attempt timed out after {seconds} s", code="timeout")
 
 
 class _GraphRun:

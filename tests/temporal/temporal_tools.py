@@ -17,13 +17,14 @@ def note(line: str) -> None:
 
 @tool
 async def mark(label: str, seconds: float = 0.0) -> dict[str, Any]:
-    """Note this execution (label and idempotency key), then wait `seconds`; a cancellation is noted too."""
+    """Note this execution (label, idempotency key, the worker's pid), then wait `seconds`; a cancellation is
+    noted too."""
     call = current_call()
-    note(f"{label} {call.idempotency_key if call else '-'}")
+    note(f"{label} {call.idempotency_key if call else '-'} {os.getpid()}")
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
-        note(f"{label}:cancelled {call.idempotency_key if call else '-'}")
+        note(f"{label}:cancelled {call.idempotency_key if call else '-'} {os.getpid()}")
         raise
     return {"label": label}
 

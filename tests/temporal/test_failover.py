@@ -29,9 +29,11 @@ from ice_mcp.engines.temporal.wire import Tuning
 STEP = 0.5  # seconds each chained node waits: long enough to kill a worker while one is in flight
 
 
-def chain(labels: list[str], seconds: float = STEP) -> dict[str, Any]:
+def chain(labels: list[str], seconds: float = STEP, timeout: float | None = None) -> dict[str, Any]:
     nodes = [{"id": label, "type": "tool", "tool_name": "mark", "tool_args": {"label": label, "seconds": seconds},
-              **({"dependencies": [labels[i - 1]]} if i else {})} for i, label in enumerate(labels)]
+              **({"dependencies": [labels[i - 1]]} if i else {}),
+              **({"timeout_seconds": timeout, "retries": 0} if timeout is not None else {})}
+             for i, label in enumerate(labels)]
     return {"name": "six", "nodes": nodes, "outputs": {"last": f"{{{{ {labels[-1]}.label }}}}"}}
 
 
@@ -44,10 +46,14 @@ class Marks:
         return [line.split() for line in self.path.read_text().splitlines()]
 
     def counts(self) -> Counter[str]:
-        return Counter(label for label, _ in self.lines())
+        return Counter(line[0] for line in self.lines())
 
     def keys(self, label: str) -> list[str]:
-        return [key for found, key in self.lines() if found == label]
+        return [line[1] for line in self.lines() if line[0] == label]
+
+    def pids(self, label: str) -> list[int]:
+        """The worker processes that ran `label`, in order."""
+        return [int(line[2]) for line in self.lines() if line[0] == label]
 
     async def wait_for(self, label: str, timeout: float = 30) -> None:
         await wait_until(lambda: self.counts()[label] > 0, timeout, f"node {label} to start")
@@ -140,6 +146,28 @@ async def test_a_killed_worker_hands_the_run_to_another(client: Orchestrator, wo
     stored = client.store.get(handle.run_id)
     assert stored is not None and stored.status == "succeeded"
     assert [n.status for n in stored.nodes.values()] == ["succeeded"] * 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timeout", [10.0, 3.0])
+async def test_a_lost_worker_never_fails_a_node_with_a_timeout(client: Orchestrator, workers: Workers, marks: Marks,
+                                                              timeout: float) -> None:
+    """Two workers; the one running node 3 of a 6-node chain (each node `timeout_seconds`, no retries) is
+    SIGKILLed: noticing it (the heartbeat timeout) costs the node nothing, its run again has the whole
+    timeout, the run succeeds, finished nodes ran once and the one in flight at most twice."""
+    running = [workers.start(), workers.start()]
+    labels = [f"n{i}" for i in range(1, 7)]
+    handle = await client.start(chain(labels, seconds=STEP, timeout=timeout), {})
+    await marks.wait_for("n3", timeout=60)
+    [holder] = [p for p in running if p.pid == marks.pids("n3")[0]]
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=10)
+    record = await handle.wait(timeout=120)
+    assert record.status == "succeeded", record.error
+    counts = marks.counts()
+    assert {label: counts[label] for label in labels if label != "n3"} == dict.fromkeys(set(labels) - {"n3"}, 1)
+    assert 1 <= counts["n3"] <= 2 and len(set(marks.keys("n3"))) == 1  # one attempt, run at most twice
+    assert holder.pid not in marks.pids("n6")
 
 
 @pytest.mark.slow

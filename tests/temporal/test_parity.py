@@ -122,3 +122,17 @@ async def test_same_outputs_on_both_engines(cluster: Cluster, case: str) -> None
     kinds = [e["type"] for e in cluster.client.store.events(temporal.run_id)]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
     assert [e["seq"] for e in cluster.client.store.events(temporal.run_id)] == list(range(len(kinds)))
+
+
+async def test_a_node_timeout_counts_each_attempt_alike_on_both_engines(cluster: Cluster) -> None:
+    """`timeout_seconds` holds per attempt on both engines (on Temporal the activity keeps it): an attempt that
+    outlives it fails as `timeout`, is retried as `retries` says, and the run fails with the same error."""
+    slow = {"name": "too_slow", "nodes": [{"id": "wait", "type": "tool", "tool_name": "sleep",
+                                           "tool_args": {"seconds": 5}, "timeout_seconds": 0.5, "retries": 1,
+                                           "backoff_seconds": 0.1}]}
+    records = [await orc.run(slow, {}) for orc in (cluster.embedded, cluster.client)]
+    for record in records:
+        assert record.status == "failed", record.error
+        assert record.nodes["wait"].attempts == 2
+        assert record.error is not None and "attempt timed out after 0.5 s" in str(record.error)
+    assert records[0].error == records[1].error

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from ice_mcp.blueprint.models import NodeSpec
 from ice_mcp.core.context import RunContext, Spend
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
-from ice_mcp.core.runner import failure_of
+from ice_mcp.core.runner import attempt_timed_out, failure_of
 from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
@@ -33,6 +33,7 @@ from ice_mcp.errors import RunStopped
 from ice_mcp.store.base import RunStorage, dumps, loads
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import RunRecord
+from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
@@ -77,7 +78,7 @@ class NodeActivities:
                          depth=task.depth, path=task.path, globals=dict(task.globals))
         beat = asyncio.create_task(_heartbeat(task.heartbeat_seconds / 3))
         try:
-            result = await node_type.execute(NodeCall(node, Scope(), ctx, task.attempt))
+            result = await _timed(node_type.execute(NodeCall(node, Scope(), ctx, task.attempt)), spec.timeout_seconds)
         except RunStopped as stop:
             raise ApplicationError(stop.message, stop.as_dict(), _dicts(events), type="run_stopped",
                                    non_retryable=True) from None
@@ -124,6 +125,20 @@ class NodeActivities:
     async def load_journal(self, run_id: str) -> list[dict[str, Any]]:
         """A run's journal so far, for its execution continued as new."""
         return await asyncio.to_thread(self.store.events, run_id)
+
+
+async def _timed(attempt: Awaitable[NodeResult], seconds: float | None) -> NodeResult:
+    """One attempt within the node's `timeout_seconds`, counted in this activity: a run again after a lost
+    worker has all of it again (a timer in the workflow would have counted the lost worker's time too)."""
+    if seconds is None:
+        return await attempt
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            return await attempt
+    except TimeoutError:
+        if deadline.expired():
+            raise attempt_timed_out(seconds) from None
+        raise
 
 
 def _dicts(events: EventLog) -> list[dict[str, Any]]:

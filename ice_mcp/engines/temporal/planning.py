@@ -54,7 +54,7 @@ from ice_mcp.tools.registry import Registry
 from ice_mcp.types import NodeResult, Usage
 
 NO_TIMEOUT = timedelta(days=1)  # an activity's backstop when its node has no timeout (heartbeats find lost workers)
-TIMEOUT_GRACE_SECONDS = 30.0  # past the node's own timeout (a workflow timer), before Temporal steps in
+TIMEOUT_GRACE_SECONDS = 30.0  # past the node's own timeout (kept by the activity), before Temporal steps in
 # Node failures are final for Temporal (the runner retries them as the blueprint says, with the same attempt
 # numbers as the embedded engine); only a lost worker makes Temporal run the same attempt again.
 LOST_WORKER_RETRIES = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
@@ -92,9 +92,11 @@ async def dispatch(call: NodeCall) -> NodeResult:
 def workflow_node_types(activity_types: tuple[str, ...] = ("tool", "llm", "agent", "code")) -> dict[str, NodeType]:
     """Node types as a workflow runs them: containers and conditions in the workflow, the others as activities.
     No checks: the server validated the blueprint against its catalogue before starting the run."""
-    agent = NodeType("agent", dispatch)
+    # An activity times each attempt itself: a worker lost mid-attempt costs the attempt nothing, for the run
+    # again (after the heartbeat timeout) gets the node's whole timeout, as a new attempt would on embedded.
+    agent = NodeType("agent", dispatch, own_timeout=True)
     types = [NodeType(t.name, t.execute) for t in (CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE)]
-    types += [NodeType(name, dispatch) for name in activity_types]
+    types += [NodeType(name, dispatch, own_timeout=True) for name in activity_types]
     types.append(NodeType("recursive", recursive_node_type(agent=agent).execute))
     return {t.name: t for t in types}
 

@@ -19,7 +19,7 @@ NESTED_EVENTS_SIGNAL = "nested_events"  # a nested workflow's events, numbered b
 class Tuning:
     """Engine knobs the server sets for every workflow of a run."""
 
-    heartbeat_seconds: float = 10.0  # an activity silent this long has lost its worker: it runs again
+    heartbeat_seconds: float = 3.0  # an activity silent this long has lost its worker: it runs again
     history_limit: int = 10_000  # past this many history events a run continues as new
 
 
@@ -87,7 +87,7 @@ class NodeTask(InRun):
     globals: dict[str, Any] = field(default_factory=dict)
     caller: str | None = None
     caller_budget_usd: float | None = None
-    heartbeat_seconds: float = 10.0
+    heartbeat_seconds: float = 3.0
 
 
 @dataclass(slots=True)
