@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
 
 logger = logging.getLogger(__name__)
+RETENTION_SECONDS = 3600.0  # how often a server deletes the runs past ICE_MCP_RETENTION_DAYS
 
 
 class Orchestrator(NetworkRuns):
@@ -109,6 +110,7 @@ class Orchestrator(NetworkRuns):
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
         self.networks: dict[str, NamedNetwork] = {}  # manifests kept by name (a folder's networks/): schedules run them
         self._signals_task: asyncio.Task[None] | None = None
+        self._retention_task: asyncio.Task[None] | None = None
 
     # -- blueprints and the catalogue ---------------------------------------
 
@@ -352,7 +354,20 @@ class Orchestrator(NetworkRuns):
             return 0
         self.restore_blueprints()
         self._signals_task = asyncio.get_running_loop().create_task(self._signal_loop(), name="ice_mcp-signals")
+        if self.settings.retention_days is not None:
+            self._retention_task = asyncio.get_running_loop().create_task(
+                self._retention_loop(self.settings.retention_days), name="ice_mcp-retention")
         return self.engine.recover()
+
+    async def _retention_loop(self, days: float) -> None:
+        """Every hour, delete the runs that ended more than `days` ago (ICE_MCP_RETENTION_DAYS)."""
+        while True:
+            try:
+                if pruned := await asyncio.to_thread(self.prune_runs, days * 86400.0):
+                    logger.info("retention: %d runs that ended over %g days ago deleted", pruned, days)
+            except Exception:  # a store hiccup must not stop retention
+                logger.warning("retention: pruning failed; again in an hour", exc_info=True)
+            await asyncio.sleep(RETENTION_SECONDS)
 
     async def _signal_loop(self) -> None:
         """Act on what other processes on the store ask: cancel a run running here, take a changed blueprint."""
@@ -471,6 +486,31 @@ class Orchestrator(NetworkRuns):
         merged = {**stored, **{r.run_id: r for r in live}}
         return sorted(merged.values(), key=lambda r: r.started_at or 0, reverse=True)[:limit]
 
+    def runs_page(self, *, status: str | None = None, workflow: str | None = None, trigger: str | None = None,
+                  limit: int = 50, cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """Run summaries, newest first, and the next page's cursor: read from the store's summaries (its lists
+        hold millions), the runs this process runs as they are now."""
+        if self.store is None:
+            kind = (lambda r: r.trigger is None) if trigger == "call" else (
+                lambda r: trigger is None or (r.trigger or {}).get("kind") == trigger)
+            return [r.summary() for r in self.list_runs(status=status, workflow=workflow, limit=limit)
+                    if kind(r)], None
+        self.store.flush(1.0)  # the runs this process just started or ended are in the lists too
+        rows, more = self.store.page(status=status, workflow=workflow, trigger=trigger, principal=isolated(),
+                                     limit=limit, cursor=cursor)
+        live = {row["run_id"]: handle.record.summary() for row in rows
+                if (handle := self.engine.runs.get(row["run_id"])) is not None}
+        return [live.get(row["run_id"], row) for row in rows], more
+
+    def prune_runs(self, older_than_seconds: float) -> int:
+        """Delete the runs that ended longer ago than this (with their journals); never one under way."""
+        if self.store is None:
+            return 0
+        before, pruned = time.time() - older_than_seconds, 0
+        while (batch := self.store.prune(before)) > 0:
+            pruned += batch
+        return pruned
+
     # -- human input ----------------------------------------------------------------------------------
 
     def waiting_question(self, run_id: str, node_path: str) -> Question | None:
@@ -509,6 +549,9 @@ class Orchestrator(NetworkRuns):
         store and gives up this process's lease, so the next server resumes them at once."""
         await self.schedules.stop_loop()
         await self.notifications.stop_loop()
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            await asyncio.gather(self._retention_task, return_exceptions=True)
         if self._signals_task is not None:
             self._signals_task.cancel()
             if self._signals_task.get_loop() is asyncio.get_running_loop():

@@ -48,6 +48,7 @@ class Settings:
     smtp_from: str | None = None  # email_send's From address
     # Seconds before each retry of a notification (±20 % jitter); one attempt more than there are delays.
     notify_backoff: tuple[float, ...] = (5.0, 25.0, 120.0, 600.0, 3600.0)
+    retention_days: float | None = None  # servers delete runs that ended longer ago (None: runs are kept)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -82,6 +83,8 @@ class Settings:
             values["smtp_from"] = env["ICE_MCP_SMTP_FROM"]
         if env.get("ICE_MCP_NOTIFY_BACKOFF"):
             values["notify_backoff"] = tuple(float(d) for d in env["ICE_MCP_NOTIFY_BACKOFF"].split(",") if d.strip())
+        if env.get("ICE_MCP_RETENTION_DAYS"):
+            values["retention_days"] = float(env["ICE_MCP_RETENTION_DAYS"])
         if env.get("ICE_MCP_MAX_RUNS"):
             values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
         if env.get("ICE_MCP_STATE"):

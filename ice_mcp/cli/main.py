@@ -156,18 +156,19 @@ def _add_builtin_commands(commands: Any) -> None:
             command.set_defaults(handler=form.run)
         else:
             command = parent.add_parser(leaf, help=tool.description.partition(". ")[0].rstrip(".").lower())
-            _schema_arguments(command, tool.input_schema)
+            _schema_arguments(command, tool.input_schema, flags=tool.cli_flags)
             command.set_defaults(handler=lambda args, tool=tool: asyncio.run(_derived(tool, args)))
         _common(command)
 
 
-def _schema_arguments(parser: argparse.ArgumentParser, schema: dict[str, Any]) -> None:
-    """Required strings are positional; every other property is `--its-name`, typed as its schema says."""
+def _schema_arguments(parser: argparse.ArgumentParser, schema: dict[str, Any], flags: tuple[str, ...] = ()) -> None:
+    """Required strings are positional (except `flags`); every other property is `--its-name`, typed as its
+    schema says."""
     required = set(schema.get("required") or ())
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type")
         help_text = prop.get("description")
-        if name in required and kind == "string":
+        if name in required and kind == "string" and name not in flags:
             parser.add_argument(name, help=help_text)
         elif kind == "boolean":
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, action="store_true", default=None,

@@ -90,11 +90,9 @@ class RunRecord:
         }
 
     def summary(self) -> dict[str, Any]:
-        """The few fields a list of runs shows."""
-        return {"run_id": self.run_id, "workflow": self.workflow, "status": self.status,
-                "started_at": iso(self.started_at),
-                "duration_ms": None if self.duration_ms is None else round(self.duration_ms, 3),
-                **({"trigger": self.trigger} if self.trigger is not None else {})}
+        """The few fields a list of runs shows (what the store keeps beside the record, to list without it)."""
+        return summary_of(self.run_id, self.workflow, self.status, iso(self.started_at), iso(self.finished_at),
+                          self.duration_ms, self.cost_usd, self.error, self.trigger)
 
     def envelope(self) -> dict[str, Any]:
         """What a tool call answers: `{run_id, status, outputs, error, cost_usd, duration_ms}`."""
@@ -144,3 +142,33 @@ class RunRecord:
             trigger=data.get("trigger"),
             principal=data.get("principal"),
         )
+
+
+SUMMARY_ERROR_CHARS = 300  # a summary's error message is cut here: a summary stays well under 2 KB
+
+
+def summary_of(run_id: str, workflow: str, status: str, started_at: str | None, finished_at: str | None,
+               duration_ms: float | None, cost_usd: float, error: dict[str, Any] | None,
+               trigger: dict[str, Any] | None) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "run_id": run_id, "workflow": workflow, "status": status, "started_at": started_at,
+        "finished_at": finished_at, "duration_ms": None if duration_ms is None else round(duration_ms, 3),
+        "cost_usd": cost_usd}
+    if error is not None:
+        summary["error"] = {"code": error.get("code"), "message": str(error.get("message", ""))[:SUMMARY_ERROR_CHARS]}
+    if trigger is not None:
+        summary["trigger"] = trigger
+    return summary
+
+
+def summary_of_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """A record's summary from its `to_dict()` form (the store's writer has that, not the record)."""
+    return summary_of(data["run_id"], data["workflow"], data["status"], data.get("started_at"),
+                      data.get("finished_at"), data.get("duration_ms"), data.get("cost_usd", 0.0), data.get("error"),
+                      data.get("trigger"))
+
+
+def trigger_kind(trigger: dict[str, Any] | None) -> str:
+    """What started a run, as lists filter by it: `call` (a tool call, /rpc, the CLI), `schedule`, `webhook`..."""
+    kind = (trigger or {}).get("kind")
+    return str(kind) if kind else "call"

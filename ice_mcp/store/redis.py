@@ -1,8 +1,10 @@
 """The Redis run store: what `--state redis://...` shares between MCP replicas and workers.
 
 Layout (every key under a prefix, `ice_mcp:` by default):
-  run:{id}            hash: record, workflow, status, started_at, owner, blueprint, version, key, retry_of
-  runs, workflow:{w}, status:{s}   sorted sets of run ids by start time (the run lists)
+  run:{id}            hash: record, summary, workflow, status, trigger, started_at, owner, blueprint, version,
+                      key, retry_of, principal
+  runs, workflow:{w}, status:{s}, trigger:{kind}, principal:{p}   sorted sets of run ids by start time (lists)
+  finished            sorted set of ended run ids by end time (retention)
   events:{id}         stream: one entry per written batch of a run's events, id `{last_seq + 1}-0`,
                       so `events(after)` is one XRANGE (other replicas follow a run by polling it)
   key:{k}             an idempotency key's run id, expiring with the key
@@ -29,6 +31,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncGenerator
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,7 +53,7 @@ from ice_mcp.store.base import (
     loads,
     owner_gone,
 )
-from ice_mcp.store.records import ACTIVE, RunRecord
+from ice_mcp.store.records import ACTIVE, RunRecord, summary_of_dict, trigger_kind
 from ice_mcp.store.redis_hooks import RedisHooks
 from ice_mcp.store.redis_limits import RedisLimits
 from ice_mcp.store.redis_outbox import RedisOutbox
@@ -95,6 +98,9 @@ if ARGV[14] ~= '' then
   redis.call('HSET', h, 'principal', ARGV[14])
   redis.call('ZADD', p .. 'principal:' .. ARGV[14], score, run_id)
 end
+redis.call('HSET', h, 'summary', ARGV[16], 'trigger', ARGV[15])
+redis.call('ZADD', p .. 'trigger:' .. ARGV[15], score, run_id)
+if ARGV[17] ~= '' then redis.call('ZADD', p .. 'finished', tonumber(ARGV[17]), run_id) end
 return 1
 """
 # Take a run over from its previous owner ('' for none), if nobody took it first.
@@ -169,7 +175,10 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         return [prefix, run_id, workflow, status, "" if started is None else repr(started), dumps(record), owner or "",
                 "" if blueprint is None else blueprint if isinstance(blueprint, str) else dumps(blueprint),
                 "" if version is None else str(version), key or "",
-                retry_of or "", key_ms, "1" if create else "0", record.get("principal") or ""]
+                retry_of or "", key_ms, "1" if create else "0", record.get("principal") or "",
+                trigger_kind(record.get("trigger")), dumps(summary_of_dict(record)),
+                "" if record.get("finished_at") is None
+                else repr(datetime.fromisoformat(record["finished_at"]).timestamp())]
 
     @unavailable
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
@@ -260,6 +269,73 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
                         and (not check_workflow or _text(run_workflow) == workflow)):
                     found.append(RunRecord.from_dict(loads(record)))
         return found[:limit]
+
+    @unavailable
+    def page(self, *, status: str | None = None, workflow: str | None = None, trigger: str | None = None,
+             principal: str | None = None, limit: int = 50, cursor: str | None = None
+             ) -> tuple[builtins.list[dict[str, Any]], str | None]:
+        """Run summaries, newest first, filtered, and the next page's cursor (`started_at:run_id`), read from
+        the narrowest list by score from the cursor on (its cost does not grow with the number of runs)."""
+        limit = max(1, min(limit, 1000))
+        filters = {"principal": principal, "workflow": workflow, "trigger": trigger, "status": status}
+        name = next((k for k, v in filters.items() if v is not None), None)
+        index = self._key(name, str(filters[name])) if name is not None else self._key("runs")
+        checks = {k: v for k, v in filters.items() if v is not None and k not in (name, "principal")}
+        top, after_id = ("+inf", None) if cursor is None else _redis_cursor(cursor)
+        found: builtins.list[tuple[dict[str, Any], float]] = []
+        batch = _LIST_PAGE if checks else limit + 2  # unfiltered, the list's order is the page's
+        while len(found) <= limit:
+            rows = self._redis.zrevrangebyscore(index, top, "-inf", start=0, num=batch, withscores=True)
+            rows = [(m.decode(), s) for m, s in rows
+                    if after_id is None or s != float(top) or m.decode() < after_id]  # past the cursor
+            if not rows:
+                break
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id, _ in rows:
+                pipe.hmget(self._key("run", run_id), ("summary", "status", "workflow", "trigger"))
+            for (run_id, score), (summary, *fields) in zip(rows, pipe.execute(), strict=True):
+                values = dict(zip(("status", "workflow", "trigger"), (_text(f) for f in fields), strict=True))
+                if values["status"] is None or not all(values[k] == v for k, v in checks.items()):
+                    continue  # pruned meanwhile, or filtered out
+                if summary is None:  # a run kept before summaries were
+                    if (kept := self.get(run_id)) is None:
+                        continue
+                    summary = dumps(kept.summary())
+                found.append((loads(summary), score))
+            top, after_id = repr(rows[-1][1]), rows[-1][0]
+            if len(rows) < batch:
+                break
+        page = found[:limit]
+        more = len(found) > limit
+        return [s for s, _ in page], (f"{page[-1][1]!r}:{page[-1][0]['run_id']}" if more else None)
+
+    @unavailable
+    def prune(self, before: float, limit: int = 10_000) -> int:
+        """Delete up to `limit` runs that ended before `before`, with their journals; never one under way."""
+        ids = [m.decode() for m in self._redis.zrangebyscore(self._key("finished"), "-inf", f"({before!r}",
+                                                              start=0, num=limit)]
+        pruned = 0
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk:chunk + 500]
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id in part:
+                pipe.hmget(self._key("run", run_id), ("status", "workflow", "trigger", "principal", "key"))
+            pipe_rm = self._redis.pipeline(transaction=True)
+            for run_id, (status, workflow, trigger, principal, key) in zip(part, pipe.execute(), strict=True):
+                if status is not None and _text(status) in ACTIVE:
+                    continue  # retried or resumed since it ended: not done any more
+                pruned += 1
+                pipe_rm.delete(self._key("run", run_id), self._key("events", run_id))
+                pipe_rm.zrem(self._key("finished"), run_id)
+                pipe_rm.zrem(self._key("runs"), run_id)
+                for name, value in (("status", status), ("workflow", workflow), ("trigger", trigger),
+                                    ("principal", principal)):
+                    if value is not None:
+                        pipe_rm.zrem(self._key(name, _text(value) or ""), run_id)
+                if key is not None and (text := _text(key)):
+                    pipe_rm.delete(self._key("key", text))
+            pipe_rm.execute()
+        return pruned
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -456,6 +532,16 @@ def _signal(data: bytes) -> Signal | None:
         logger.warning("state store: an unreadable signal was ignored")
         return None
     return Signal(kind, subject, extra if isinstance(extra, dict) else None) if kind in SIGNAL_KINDS else None
+
+
+def _redis_cursor(cursor: str) -> tuple[str, str]:
+    """A page cursor back to (score, run id); IceError(invalid_cursor) for anything else."""
+    score, _, run_id = cursor.partition(":")
+    try:
+        float(score)
+    except ValueError:
+        raise IceError("cursor: pass back the next_cursor a page answered", code="invalid_cursor") from None
+    return score, run_id
 
 
 def _text(value: bytes | str | None) -> str | None:

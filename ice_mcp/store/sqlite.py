@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,7 +38,7 @@ from ice_mcp.store.base import (
     loads,
     owner_gone,
 )
-from ice_mcp.store.records import ACTIVE, RunRecord
+from ice_mcp.store.records import ACTIVE, RunRecord, summary_of_dict, trigger_kind
 from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
 from ice_mcp.store.sqlite_limits import LIMITS_SCHEMA, SqliteLimits
 from ice_mcp.store.sqlite_outbox import OUTBOX_SCHEMA, SqliteOutbox
@@ -45,7 +46,7 @@ from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 6  # 5: schedules, firings, scheduler; 6: runs' principals
+SCHEMA_VERSION = 7  # 5: schedules, firings, scheduler; 6: runs' principals; 7: run summaries, list indexes
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -100,16 +101,35 @@ CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (idempotency_key) WHERE id
 """
 # Columns added in schema 2 (durable runs); a folder written by an older version gains them.
 _RUN_COLUMNS = {"owner": "TEXT", "blueprint": "TEXT", "version": "INTEGER", "retry_of": "TEXT",
-                "principal": "TEXT"}  # principal: schema 6, runs owned by OAuth users
+                "principal": "TEXT",  # schema 6: runs owned by OAuth users
+                "trigger_kind": "TEXT", "summary": "TEXT", "finished_at": "REAL"}  # schema 7: lists of millions
+# Every filter a list takes has an index that also orders it (newest first); finished_at for retention.
+_LIST_INDEXES = {"runs_by_principal": "principal, started_at DESC", "runs_by_workflow": "workflow, started_at DESC",
+                 "runs_by_status": "status, started_at DESC", "runs_by_trigger": "trigger_kind, started_at DESC",
+                 "runs_by_finish": "finished_at"}
 SIGNAL_POLL_SECONDS = 0.2  # how often a server looks for signals other processes left in the file
 SIGNAL_KEEP_SECONDS = 24 * 3600.0  # cancel requests and blueprint changes are kept this long
 
 
 _UPSERT_RUN = ("INSERT INTO runs (run_id, workflow, status, started_at, idempotency_key, record, owner,"
-               " blueprint, version, retry_of, principal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " blueprint, version, retry_of, principal, trigger_kind, summary, finished_at)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, record=excluded.record,"
                " started_at=COALESCE(excluded.started_at, runs.started_at),"
-               " owner=COALESCE(excluded.owner, runs.owner)")
+               " owner=COALESCE(excluded.owner, runs.owner), summary=excluded.summary,"
+               " finished_at=excluded.finished_at")
+
+
+_ACTIVE_SQL = ", ".join(f"'{status}'" for status in sorted(ACTIVE))
+
+
+def _cursor(cursor: str) -> tuple[float, int]:
+    """A page cursor back to (started_at, rowid); IceError(invalid_cursor) for anything else."""
+    started, _, rowid = cursor.rpartition(":")
+    try:
+        return float(started), int(rowid)
+    except ValueError:
+        raise IceError("cursor: pass back the next_cursor a page answered", code="invalid_cursor") from None
 
 
 def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -117,9 +137,11 @@ def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
     if isinstance(record, RunRecord):
         record = record.to_dict()
+    finished = record.get("finished_at")
     return (run_id, workflow, status, started, key, dumps(record), owner,
             blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of,
-            record.get("principal"))
+            record.get("principal"), trigger_kind(record.get("trigger")), dumps(summary_of_dict(record)),
+            None if finished is None else datetime.fromisoformat(finished).timestamp())
 
 
 def open_store(state_url: str | None, data_dir: Path, *,
@@ -182,8 +204,11 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         for column, kind in _RUN_COLUMNS.items():
             if column not in have:
                 self._read.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
-        self._read.execute("CREATE INDEX IF NOT EXISTS runs_by_principal ON runs (principal, started_at DESC)"
-                           " WHERE principal IS NOT NULL")
+        if "trigger_kind" not in have:  # runs kept before schema 7: filterable and prunable too (summaries on read)
+            self._read.execute("UPDATE runs SET trigger_kind = COALESCE(json_extract(record, '$.trigger.kind'), 'call'),"
+                               " finished_at = (julianday(json_extract(record, '$.finished_at')) - 2440587.5) * 86400.0")
+        for name, columns in _LIST_INDEXES.items():
+            self._read.execute(f"CREATE INDEX IF NOT EXISTS {name} ON runs ({columns})")
         if "principal" not in {row[1] for row in self._read.execute("PRAGMA table_info(schedules)")}:
             self._read.execute("ALTER TABLE schedules ADD COLUMN principal TEXT")  # schema 6
         if "data" not in {row[1] for row in self._read.execute("PRAGMA table_info(signals)")}:
@@ -295,6 +320,51 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         args.append(max(1, min(limit, 1000)))
         return [RunRecord.from_dict(loads(text)) for (text,) in self._rows(query, args)]
 
+    def page(self, *, status: str | None = None, workflow: str | None = None, trigger: str | None = None,
+             principal: str | None = None, limit: int = 50, cursor: str | None = None
+             ) -> tuple[builtins.list[dict[str, Any]], str | None]:
+        """Run summaries, newest first, filtered, and the cursor of the next page (None: no more). Read from
+        the summary column through the filter's index: the cost does not grow with the number of runs."""
+        clauses, args = [], list[Any]()
+        for column, value in (("status", status), ("workflow", workflow), ("trigger_kind", trigger),
+                              ("principal", principal)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if cursor is not None:
+            started, rowid = _cursor(cursor)
+            clauses.append("(started_at < ? OR (started_at = ? AND rowid < ?))")
+            args += [started, started, rowid]
+        query = ("SELECT summary, record, started_at, rowid FROM runs" + (" WHERE " + " AND ".join(clauses) if clauses
+                 else "") + " ORDER BY started_at DESC, rowid DESC LIMIT ?")
+        limit = max(1, min(limit, 1000))
+        rows = self._rows(query, [*args, limit + 1])
+        found = [loads(summary) if summary else RunRecord.from_dict(loads(record)).summary()  # rows kept before 7
+                 for summary, record, _, _ in rows[:limit]]
+        more = len(rows) > limit
+        return found, (f"{rows[limit - 1][2]!r}:{rows[limit - 1][3]}" if more else None)
+
+    def prune(self, before: float, limit: int = 10_000) -> int:
+        """Delete up to `limit` runs that ended before `before` (Unix seconds), with their journals; a run
+        under way or waiting is never touched. Returns how many went."""
+        with self._read_lock:
+            db = self._read
+            ids = [row[0] for row in db.execute(
+                f"SELECT run_id FROM runs WHERE finished_at < ? AND status NOT IN ({_ACTIVE_SQL}) LIMIT ?",
+                (before, limit))]
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in range(0, len(ids), 500):
+                    part = ids[chunk:chunk + 500]
+                    marks = ", ".join("?" * len(part))
+                    db.execute(f"DELETE FROM events WHERE run_id IN ({marks})", part)
+                    db.execute(f"DELETE FROM runs WHERE run_id IN ({marks}) AND status NOT IN ({_ACTIVE_SQL})", part)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        return len(ids)
+
     # -- ownership ------------------------------------------------------------------------------
 
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]:
@@ -302,7 +372,7 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         ran out, or its process on this host died."""
         rows = self._rows("SELECT r.run_id, r.owner, o.host, o.pid, o.heartbeat FROM runs r"
                           " LEFT JOIN owners o ON o.owner_id = r.owner"
-                          f" WHERE r.status IN ({', '.join(repr(s) for s in sorted(ACTIVE))})")
+                          f" WHERE r.status IN ({_ACTIVE_SQL})")
         return [(run_id, owner) for run_id, owner, host, pid, beat in rows
                 if owner_gone(owner, host, pid, beat, me, lease_seconds)]
 

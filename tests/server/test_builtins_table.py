@@ -78,7 +78,9 @@ async def test_rpc_offers_exactly_the_entries_with_a_method_name(served: Orchest
     network = await rpc("network.execute", manifest={"api_version": "network.v0", "name": "n", "workflows": [
         {"id": "a", "ref": "table_demo"}]}, wait_seconds=30)
     assert network["result"]["status"] == "succeeded", network
-    [run] = (await rpc("run.list", limit=5))["result"]["runs"]
+    listed = (await rpc("run.list", limit=5))["result"]["runs"]
+    assert {r["workflow"] for r in listed} == {"n", "table_demo"}  # the network's run beside its workflow's
+    [run] = (await rpc("run.list", limit=5, workflow="table_demo"))["result"]["runs"]
     assert (await rpc("run.status", run_id=run["run_id"]))["result"]["status"] == "succeeded"
     assert (await rpc("run.result", run_id=run["run_id"]))["result"]["status"] == "succeeded"
     # Parameters are checked against the tool's own input schema: the same refusal as over MCP.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any
 
 from ice_mcp.errors import IceError
@@ -101,13 +102,32 @@ async def run_respond(call: BuiltinCall) -> Answer:
 
 async def run_list(call: BuiltinCall) -> Answer:
     args = call.args
+    limit = int(args.get("limit") or 50)
     try:
         with everyone() if args.get("all_principals") else contextlib.nullcontext():
-            runs = call.orc.list_runs(status=args.get("status"), workflow=args.get("workflow"),
-                                      limit=int(args.get("limit") or 50), schedule_id=args.get("schedule_id"))
+            if args.get("schedule_id") is not None:
+                runs = call.orc.list_runs(status=args.get("status"), workflow=args.get("workflow"), limit=limit,
+                                          schedule_id=args["schedule_id"])
+                return Reply({"runs": [run.summary() for run in runs], "next_cursor": None})
+            rows, cursor = await asyncio.to_thread(
+                call.orc.runs_page, status=args.get("status"), workflow=args.get("workflow"),
+                trigger=args.get("trigger"), limit=limit, cursor=args.get("cursor"))
     except PermissionError as exc:
         raise IceError(str(exc), code="forbidden") from None
-    return Reply({"runs": [run.summary() for run in runs]})
+    return Reply({"runs": rows, "next_cursor": cursor})
+
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+async def runs_prune(call: BuiltinCall) -> Answer:
+    found = DURATION.match(str(call.args["older_than"]).strip().lower())
+    if found is None:
+        raise IceError("older_than: a duration like 30d, 12h, 90m or 3600s", code="invalid_arguments")
+    seconds = float(found.group(1)) * UNIT_SECONDS[found.group(2)]
+    pruned = await asyncio.to_thread(call.orc.prune_runs, seconds)
+    return Reply({"pruned": pruned, "older_than_seconds": seconds})
 
 
 async def ui_link(call: BuiltinCall) -> Answer:
@@ -195,14 +215,27 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         Hints(read_only=True, destructive=False, idempotent=False, open_world=False),
         run_respond, scope="run", rpc="run.respond"),
     BuiltinTool(
-        "run_list", "Recent runs, newest first, optionally filtered by workflow, status and the schedule that "
-        "started them.",
+        "run_list", "Recent runs, newest first, optionally filtered by workflow, status, trigger and the schedule "
+        "that started them; pass next_cursor back as cursor for the next page.",
         obj_schema({"workflow": {"type": "string"}, "status": {"type": "string", "enum": RUN_STATUSES},
                     "schedule_id": {"type": "string"},
+                    "trigger": {"type": "string", "description": "what started them: call, schedule, webhook, "
+                                "notification"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+                    "cursor": {"type": "string", "description": "the next_cursor of the page before"},
                     "all_principals": {"type": "boolean", "description": "with OAuth, an admin (ice:admin) lists "
                                        "every user's runs, not only its own (logged)"}}),
         READ_ONLY, run_list, rpc="run.list", cli=("runs", "list")),
+    BuiltinTool(
+        "runs_prune", "Delete the runs that ended longer ago than `older_than` (30d, 12h, 90m, 3600s), with their "
+        "journals; a run under way or waiting is never touched. ICE_MCP_RETENTION_DAYS does this every hour.",
+        obj_schema({"older_than": {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdwSMHDW]\s*$",
+                                   "description": "how long ago a run ended, at least: 30d, 12h, 90m, 3600s"}},
+                   ["older_than"]),
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=False), runs_prune, scope="admin",
+        output_schema=obj_schema({"pruned": {"type": "integer"}, "older_than_seconds": {"type": "number"}},
+                                 ["pruned", "older_than_seconds"]),
+        cli=("runs", "prune"), cli_flags=("older_than",)),
     BuiltinTool(
         "ui_link", "A link that opens the live run view (/ui) in a browser. With OAuth it signs the browser in as "
         "you: it works once, within 60 seconds; give it to the user to open.",

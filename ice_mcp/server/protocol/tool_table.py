@@ -163,6 +163,7 @@ class BuiltinTool:
     alias: str | None = None  # a second name MCP clients may call it by
     rpc: str | None = None  # its /rpc method
     cli: tuple[str, ...] | None = None  # its `ice-mcp` command
+    cli_flags: tuple[str, ...] = ()  # required strings the command takes as `--flags` rather than positionally
 
     @property
     def admin(self) -> bool:
