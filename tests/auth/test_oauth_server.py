@@ -383,6 +383,7 @@ async def test_the_command_line_serves_oauth_from_the_environment(tmp_path: Path
             stop_process(proc)
 
 
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the 2025 way, on purpose
 async def test_a_subscription_to_another_principals_run_stays_silent(tmp_path: Path) -> None:
     orc = orchestrator(tmp_path)
     orc.register_blueprint(GATE)

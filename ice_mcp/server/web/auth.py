@@ -132,6 +132,8 @@ class PageSessions:
         """POST /ui/session {ticket}: the page's cookie (outside /ui/api: the ticket is the credential)."""
 
         async def exchange(request: Request) -> Response:
+            if "application/json" not in request.headers.get("content-type", ""):  # no cross-site form can send it
+                return JSONResponse({"error": {"code": "invalid_request", "message": "send JSON"}}, 415)
             try:
                 ticket = orjson.loads(await request.body()).get("ticket")
             except (orjson.JSONDecodeError, AttributeError):
