@@ -135,7 +135,7 @@ class NetworkRunner:
             result = handle.workflows[workflow_id]
             result["status"] = "running"
             run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
-                                       parent_spend=spend, trigger=trigger)
+                                       parent_spend=spend, trigger=trigger, caller=caller)  # the caller's runs
             result["run_id"] = run.run_id
             kept.save()
             record = await run.wait()

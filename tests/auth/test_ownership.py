@@ -65,3 +65,17 @@ async def test_a_schedules_runs_are_its_owners_and_targets_hear_their_owners_run
     with acting_as("oauth:i#bob"):
         assert orc.get_run(run_id) is None and [r.run_id for r in orc.list_runs()] == [bobs.run_id]
     await orc.aclose()
+
+
+async def test_a_networks_workflow_runs_are_its_callers(orc: Orchestrator) -> None:
+    manifest = {"api_version": "network.v0", "name": "pair", "workflows": [
+        {"id": "one", "ref": "works"}, {"id": "two", "ref": "works", "after": ["one"]}]}
+    with acting_as("oauth:i#alice"):
+        result = await orc.run_network(manifest, caller="oauth:i#alice")
+        members = [w["run_id"] for w in result["workflows"].values()]
+        assert result["status"] == "succeeded" and all(orc.get_run(run_id) is not None for run_id in members)
+        assert orc.network_status(result["network_id"]) is not None
+    with acting_as("oauth:i#bob"):
+        assert orc.network_status(result["network_id"]) is None
+        assert all(orc.get_run(run_id) is None for run_id in members)
+    await orc.aclose()
