@@ -34,7 +34,7 @@ from ice_mcp.errors import (
     TemplateCompileError,
     UnknownName,
 )
-from ice_mcp.principals import may_see, owned_key
+from ice_mcp.principals import acting_as, may_see, owned_key
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import NETWORK_ID_PREFIX, NodeRecord, RunRecord
 from ice_mcp.types import NodeResult
@@ -117,25 +117,31 @@ class NetworkRunner:
 
     def start(self, manifest: NetworkManifest, *, caller: str | None = None,
               on_event: Callable[[Event], None] | None = None, trigger: Mapping[str, Any] | None = None,
-              idempotency_key: str | None = None) -> NetworkHandle:
+              idempotency_key: str | None = None, resume: RunRecord | None = None) -> NetworkHandle:
         """Check the manifest and its budget, then run it in a task; raises BlueprintInvalid or IceError.
         With a run store the network run is kept there too (every process sees its state), and a key another
-        process already started a network with returns that one's state instead of starting another."""
-        handle = NetworkHandle(NETWORK_ID_PREFIX + uuid.uuid4().hex, manifest.name, caller)
+        process already started a network with returns that one's state instead of starting another.
+        `resume`: the kept record of a network whose server died: it runs again under its id, and each of its
+        workflows attaches to the run it had started (their keys are the network's), so nothing runs twice."""
+        network_id = resume.run_id if resume is not None else NETWORK_ID_PREFIX + uuid.uuid4().hex
+        handle = NetworkHandle(network_id, manifest.name, caller)
         handle.workflows = {w.id: {"status": "skipped", "run_id": None, "outputs": None, "error": None}
                             for w in manifest.workflows}
         plans: dict[str, Plan] = {}
         spend = Spend(budget_usd=manifest.budget_usd, parent=self.orc.caller_spend(caller))
         events = EventLog(handle.network_id, [on_event] if on_event else [])
         seen = dict(trigger) if trigger is not None else dict(CALL_TRIGGER)
-        kept = _Kept(self.orc, handle, manifest, trigger)
+        kept = _Kept(self.orc, handle, manifest, trigger, self.base_dir, resume)
 
         async def run_one(call: NodeCall) -> NodeResult:
             workflow_id = call.node.id
             result = handle.workflows[workflow_id]
             result["status"] = "running"
-            run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
-                                       parent_spend=spend, trigger=trigger, caller=caller)  # the caller's runs
+            with acting_as(None):  # the key is the network's own (a resumed network attaches to its runs)
+                run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
+                                           parent_spend=spend, trigger=trigger, caller=caller,  # the caller's runs
+                                           idempotency_key=f"{handle.network_id}:{workflow_id}"
+                                           if self.orc.store is not None else None)
             result["run_id"] = run.run_id
             kept.save()
             record = await run.wait()
@@ -155,7 +161,7 @@ class NetworkRunner:
         for plan in compiled.values():
             total = total + plan.estimate
         check_fits(total, spend, f"network {manifest.name!r}")
-        if (holder := kept.create(idempotency_key, graph.shape.deps)) is not None:
+        if resume is None and (holder := kept.create(idempotency_key, graph.shape.deps)) is not None:
             return holder
         ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner, self.orc.workflow_plan,
                          globals=manifest.global_, trigger=seen)
@@ -252,12 +258,17 @@ class _Kept:
     """A network run's record in the run store (when there is one): its workflows as nodes, kept as they change."""
 
     def __init__(self, orc: Orchestrator, handle: NetworkHandle, manifest: NetworkManifest,
-                 trigger: Mapping[str, Any] | None) -> None:
+                 trigger: Mapping[str, Any] | None, base_dir: Path | None, resumed: RunRecord | None) -> None:
         self._store, self._me, self._owner, self._handle = orc.store, orc.owner, orc.owner.owner_id, handle
         self._manifest = manifest
-        self.record = RunRecord(handle.network_id, manifest.name, {}, started_at=time.time(),
-                                trigger=dict(trigger) if trigger is not None else None, principal=handle.principal,
-                                nodes={w.id: NodeRecord() for w in manifest.workflows})
+        # What a server that takes the run over needs to run it again: the manifest and where its files are.
+        kept = {"manifest": manifest.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "base_dir": None if base_dir is None else str(base_dir)}
+        self.record = resumed or RunRecord(handle.network_id, manifest.name, kept, started_at=time.time(),
+                                           trigger=dict(trigger) if trigger is not None else None,
+                                           principal=handle.principal,
+                                           nodes={w.id: NodeRecord() for w in manifest.workflows})
+        self.record.status = "running"
 
     def create(self, idempotency_key: str | None, deps: Mapping[str, tuple[str, ...]]) -> NetworkHandle | None:
         """Keep the new run; a network another process started with the same key comes back instead. Its graph
@@ -326,6 +337,20 @@ class NetworkRuns:
         self.schedules.declare(manifest.name, manifest.schedules, kind="network")
         return manifest
 
+
+    def resume_network(self, record: RunRecord) -> NetworkHandle:
+        """Run again a network whose server died, under its id: finished workflows answer from their runs, the
+        one in flight is followed (or taken over), the rest start. IceError if its record kept no manifest."""
+        kept = record.inputs.get("manifest")
+        if not isinstance(kept, dict):
+            raise IceError("this network run was kept without its manifest (before networks were durable): its "
+                           "workflows' runs resume, the workflows after them do not start; run it again",
+                           code="network_lost")
+        base = record.inputs.get("base_dir")
+        runner = NetworkRunner(self._orchestrator, from_client=False, base_dir=Path(base) if base else None)
+        handle = runner.start(runner.load(kept), caller=record.principal, trigger=record.trigger, resume=record)
+        self._networks.put(handle.network_id, handle)
+        return handle
 
     def validate_network(self, manifest: ManifestSource, *, from_client: bool = True,
                          base_dir: Path | None = None) -> ValidationReport:

@@ -24,7 +24,8 @@ def open_engine(orc: Orchestrator) -> Engine:
     if name == "embedded":
         return EmbeddedEngine(orc.services, orc.runner, orc.workflow_plan, orc.stored_plan, orc.store, orc.owner,
                               runs, max_runs=orc.settings.max_concurrent_runs, observers=[orc.metrics.observe, orc.tell_watchers], sleep=orc.sleep,
-                              questions=orc.questions, run_listeners=lambda record: [orc.questions_listener(record)])
+                              questions=orc.questions, run_listeners=lambda record: [orc.questions_listener(record)],
+                              resume_network=orc.resume_network)
     if name == "temporal":
         from ice_mcp.engines.temporal.client import (
             TemporalEngine,  # temporalio loads only for this engine

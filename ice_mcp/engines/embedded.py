@@ -20,7 +20,7 @@ from ice_mcp.errors import IceError, UnknownName
 from ice_mcp.store.base import Owner, RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.journal import replay_from_events
-from ice_mcp.store.records import RunRecord
+from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
@@ -50,6 +50,7 @@ class EmbeddedEngine:
     observers: list[Listener] = field(default_factory=list)  # told of every run's events (metrics, watchers)
     questions: Questions | None = None  # where `human` nodes wait for answers
     run_listeners: Callable[[RunRecord], list[Listener]] | None = None  # per run (its pending questions)
+    resume_network: Callable[[RunRecord], object] | None = None  # runs again a network taken over here
     sleep: Sleep = asyncio.sleep
     name: str = "embedded"
     _callers: dict[str, Spend] = field(default_factory=dict)
@@ -252,7 +253,11 @@ class EmbeddedEngine:
                 or not self.store.claim(run_id, previous_owner, self.owner)):
             return False
         try:
-            self._resume(run_id)
+            stored = self.store.run(run_id) if run_id.startswith(NETWORK_ID_PREFIX) else None
+            if stored is not None and self.resume_network is not None:
+                self.resume_network(stored.record)  # a network: it attaches to the runs of its workflows
+            else:
+                self._resume(run_id)
         except IceError as exc:  # its blueprint no longer compiles here: end it readably
             logger.warning("run %s could not be resumed: %s", run_id, exc.message)
             stored = self.store.run(run_id)

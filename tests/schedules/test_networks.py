@@ -114,7 +114,7 @@ async def test_skip_waits_for_a_network_another_server_runs_until_that_server_is
         await other.aclose()
 
 
-async def test_a_network_left_running_by_a_dead_server_ends_failed_and_says_why(orc: Orchestrator) -> None:
+async def test_a_network_kept_without_its_manifest_ends_failed_and_says_why(orc: Orchestrator) -> None:
     record = RunRecord("net_" + "0" * 32, "pair", {}, started_at=1.0)
     store(orc).save(record, owner="a-server-that-died")
     assert store(orc).flush()
@@ -122,7 +122,7 @@ async def test_a_network_left_running_by_a_dead_server_ends_failed_and_says_why(
     assert store(orc).flush()
     kept = store(orc).get(record.run_id)
     assert kept is not None and kept.status == "failed" and kept.error is not None
-    assert "network run is not resumed" in kept.error["message"]  # not taken for a workflow run
+    assert "kept without its manifest" in kept.error["message"]  # not taken for a workflow run
 
 
 async def test_bad_network_schedules_are_refused_with_every_problem_and_nothing_kept(
