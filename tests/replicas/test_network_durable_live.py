@@ -4,11 +4,10 @@ again), the second starts after it, and the network ends as an uninterrupted one
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from live import ServerProcess
+from live import folder_servers
 
 SLOW = {"name": "slow_step", "outputs": {"slept": "{{ nap.slept }}"},
         "nodes": [{"id": "nap", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 4}}]}
@@ -22,16 +21,7 @@ MANIFEST = {"api_version": "network.v0", "name": "pair", "workflows": [
 
 
 def test_a_network_goes_on_after_its_server_is_sigkilled(tmp_path: Path) -> None:
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    for blueprint in (SLOW, AFTER):
-        (folder / f"{blueprint['name']}.json").write_text(json.dumps(blueprint))
-    servers = []
-    for name in ("a", "b"):
-        workspace = tmp_path / name
-        workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
-                                     env={"ICE_MCP_LEASE_SECONDS": "2"}))
+    servers = folder_servers(tmp_path, [SLOW, AFTER], env={"ICE_MCP_LEASE_SECONDS": "2"})
     holder, other = servers
     try:
         for server in servers:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
-from live import ServerProcess
+from live import ServerProcess, folder_servers
 from standardwebhooks import Webhook
 
 
@@ -92,17 +92,10 @@ def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_atte
 
     sink = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     Thread(target=sink.serve_forever, daemon=True).start()
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    (folder / "tick.json").write_text(json.dumps({"name": "tick", "nodes": [
-        {"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "tick"}}]}))
-    env = {"ICE_MCP_ALLOW_NET": "127.0.0.1", "ICE_MCP_NOTIFY_BACKOFF": "3,3,3"}
-    servers = []
-    for name in ("a", "b"):
-        workspace = tmp_path / name
-        workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
-                                     env=env))
+    tick = {"name": "tick", "nodes": [
+        {"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "tick"}}]}
+    servers = folder_servers(tmp_path, [tick], env={"ICE_MCP_ALLOW_NET": "127.0.0.1",
+                                                    "ICE_MCP_NOTIFY_BACKOFF": "3,3,3"})
     first, second = servers
     try:
         first.start()
@@ -184,17 +177,9 @@ def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_pat
 def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path) -> None:
     """max_concurrent_runs 1: the one run's server is SIGKILLed; the other server turns new runs away while
     the run is orphaned, then while it resumes there, and admits one only once the run has ended."""
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    (folder / "single.json").write_text(json.dumps({
-        "name": "single", "limits": {"max_concurrent_runs": 1},
-        "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 4}}]}))
-    servers = []
-    for name in ("a", "b"):
-        workspace = tmp_path / name
-        workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
-                                     env={"ICE_MCP_LEASE_SECONDS": "2"}))
+    single = {"name": "single", "limits": {"max_concurrent_runs": 1},
+              "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 4}}]}
+    servers = folder_servers(tmp_path, [single], env={"ICE_MCP_LEASE_SECONDS": "2"})
     holder, other = servers
     try:
         for server in servers:
@@ -233,17 +218,9 @@ def test_queued_runs_start_in_order_one_at_a_time_though_a_server_holding_some_i
     """max_concurrent_runs 1 with on_limit queue: six deliveries over three servers on one data folder are
     all accepted (`queued` after the first); the server holding two of the queued runs is SIGKILLed; every run
     still runs, one at a time, in the order the deliveries came."""
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    (folder / "lined.json").write_text(json.dumps({
-        "name": "lined", "limits": {"max_concurrent_runs": 1, "on_limit": "queue"},
-        "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 1}}]}))
-    servers = []
-    for name in ("a", "b", "c"):
-        workspace = tmp_path / name
-        workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--blueprints", str(folder),
-                                     env={"ICE_MCP_LEASE_SECONDS": "2"}))
+    lined = {"name": "lined", "limits": {"max_concurrent_runs": 1, "on_limit": "queue"},
+             "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 1}}]}
+    servers = folder_servers(tmp_path, [lined], names=("a", "b", "c"), env={"ICE_MCP_LEASE_SECONDS": "2"})
     try:
         for server in servers:
             server.start()

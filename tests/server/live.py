@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import signal
 import subprocess
@@ -184,3 +185,20 @@ class ServerProcess:
         if "error" in reply:
             raise AssertionError(f"{method} failed: {reply['error']}")
         return reply["result"]
+
+
+def folder_servers(root: Path, blueprints: list[dict[str, Any]], names: tuple[str, ...] = ("a", "b"),
+                   env: dict[str, str] | None = None) -> list[ServerProcess]:
+    """Servers (not started yet) on one data folder (`root/data`), each with a workspace of its own, with
+    `blueprints` registered from `root/blueprints`."""
+    folder = root / "blueprints"
+    folder.mkdir(exist_ok=True)
+    for blueprint in blueprints:
+        (folder / f"{blueprint['name']}.json").write_text(json.dumps(blueprint))
+    servers = []
+    for name in names:
+        workspace = root / name
+        workspace.mkdir()
+        servers.append(ServerProcess(workspace, "--data-dir", str(root / "data"), "--blueprints", str(folder),
+                                     env=env))
+    return servers
