@@ -337,7 +337,6 @@ class NetworkRuns:
         self.schedules.declare(manifest.name, manifest.schedules, kind="network")
         return manifest
 
-
     def resume_network(self, record: RunRecord) -> NetworkHandle:
         """Run again a network whose server died, under its id: finished workflows answer from their runs, the
         one in flight is followed (or taken over), the rest start. IceError if its record kept no manifest."""

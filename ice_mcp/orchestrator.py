@@ -44,7 +44,7 @@ from ice_mcp.settings import Settings
 from ice_mcp.store.base import Owner, RunStorage, Signal, StoredRun
 from ice_mcp.store.events import Event, EventLog, Listener
 from ice_mcp.store.journal import Replay, replay_from_events
-from ice_mcp.store.records import RunRecord
+from ice_mcp.store.records import RunRecord, trigger_kind
 from ice_mcp.store.sqlite import open_store
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
@@ -491,10 +491,8 @@ class Orchestrator(NetworkRuns):
         """Run summaries, newest first, and the next page's cursor: read from the store's summaries (its lists
         hold millions), the runs this process runs as they are now."""
         if self.store is None:
-            kind = (lambda r: r.trigger is None) if trigger == "call" else (
-                lambda r: trigger is None or (r.trigger or {}).get("kind") == trigger)
             return [r.summary() for r in self.list_runs(status=status, workflow=workflow, limit=limit)
-                    if kind(r)], None
+                    if trigger is None or trigger_kind(r.trigger) == trigger], None
         self.store.flush(1.0)  # the runs this process just started or ended are in the lists too
         rows, more = self.store.page(status=status, workflow=workflow, trigger=trigger, principal=isolated(),
                                      limit=limit, cursor=cursor)

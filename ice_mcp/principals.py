@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
+ADMIN_SCOPE = "ice:admin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +18,13 @@ class Acting:
     """A principal whose own runs (and schedules, hooks, notification targets) are all it sees."""
 
     id: str
-    admin: bool = False  # may ask to see every principal's (`everyone()`)
-    sees_all: bool = False  # an admin who asked for everyone's (`all_principals`); logged
     scopes: frozenset[str] = frozenset()  # what its token grants (a /ui sign-in link carries exactly these)
+    sees_all: bool = False  # an admin who asked for everyone's (`all_principals`); logged
+
+    @property
+    def admin(self) -> bool:
+        """May ask to see every principal's records (`everyone()`)."""
+        return ADMIN_SCOPE in self.scopes
 
 
 # None (stdio, the command line, a server with a static token, the server's own loops): everything is seen.
@@ -27,9 +32,9 @@ ACTING: ContextVar[Acting | None] = ContextVar("ice_mcp_acting", default=None)
 
 
 @contextlib.contextmanager
-def acting_as(principal: str | None, *, admin: bool = False, scopes: frozenset[str] = frozenset()) -> Iterator[None]:
+def acting_as(principal: str | None, *, scopes: frozenset[str] = frozenset()) -> Iterator[None]:
     """Within the block, lookups answer only what `principal` owns (None: everything)."""
-    token = ACTING.set(None if principal is None else Acting(principal, admin, scopes=scopes))
+    token = ACTING.set(None if principal is None else Acting(principal, scopes))
     try:
         yield
     finally:
@@ -46,7 +51,7 @@ def everyone() -> Iterator[None]:
     if not acting.admin:
         raise PermissionError("only an admin (ice:admin) may look at every principal's records")
     logger.info("principal %s looks at every principal's records", acting.id)
-    token = ACTING.set(Acting(acting.id, admin=True, sees_all=True, scopes=acting.scopes))
+    token = ACTING.set(Acting(acting.id, acting.scopes, sees_all=True))
     try:
         yield
     finally:

@@ -227,7 +227,7 @@ class Notifications:
         if target is None:
             return
         if target.workflow_target is not None:
-            await self._start_target(target.workflow_target, entry)
+            await self._start_target(target, entry)
             return
         assert target.url is not None
         now = self.clock()
@@ -266,14 +266,16 @@ class Notifications:
                 self._next_retry = min(self._next_retry, entry.next_at) if self._next_retry > now else entry.next_at
         self.store.settle(entry)
 
-    async def _start_target(self, workflow: str, entry: OutboxEntry) -> None:
-        """A workflow target: the event starts it as its inputs, once (the entry's key), whichever server."""
+    async def _start_target(self, target: NotifyTarget, entry: OutboxEntry) -> None:
+        """A workflow target: the event starts it as its inputs, once (the entry's key), whichever server; the
+        run is the target's owner's."""
+        assert target.workflow_target is not None
         tried: dict[str, Any] = {"at": iso(self.clock()), "replica": self._orc.owner.owner_id}
         try:
-            target = self.store.target(entry.target_id)
-            handle = await self._orc.start(workflow, entry.payload, idempotency_key=f"{entry.event_id}:{entry.target_id}",
+            handle = await self._orc.start(target.workflow_target, entry.payload,
+                                           idempotency_key=f"{entry.event_id}:{entry.target_id}",
                                            trigger={"kind": "notification", "event_id": entry.event_id},
-                                           caller=target.principal if target is not None else None)
+                                           caller=target.principal)
             tried["run_id"], entry.state = handle.run_id, "delivered"
         except IceError as exc:  # its inputs do not fit the event, it is over its limits...: kept, not retried
             tried["error"], entry.state = f"{exc.code}: {exc.message}", "failed"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,8 +60,13 @@ def principal_of(request: Any) -> Principal:
     if request is None:
         return LOCAL
     scope = getattr(request, "scope", None)
-    found = scope.get("state", {}).get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
-    return found if isinstance(found, Principal) else ANONYMOUS
+    return (principal_in(scope) if isinstance(scope, dict) else None) or ANONYMOUS
+
+
+def principal_in(scope: Mapping[str, Any]) -> Principal | None:
+    """The principal the Guard left in an ASGI scope, if it left one."""
+    found = scope.get("state", {}).get(PRINCIPAL_KEY)
+    return found if isinstance(found, Principal) else None
 
 
 def caller_id(request: Any) -> str:
@@ -83,5 +88,5 @@ class ActingPrincipal:
         if ctx.request is None:
             return await call_next(ctx)
         principal = principal_of(ctx.request)
-        with acting_as(principal.id, admin=principal.allows("ice:admin"), scopes=principal.scopes):
+        with acting_as(principal.id, scopes=principal.scopes):
             return await call_next(ctx)

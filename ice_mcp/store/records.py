@@ -168,6 +168,22 @@ def summary_of_dict(data: dict[str, Any]) -> dict[str, Any]:
                       data.get("trigger"))
 
 
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What both stores keep beside a record (from its `to_dict()` form) so lists filter and page without it."""
+
+    principal: str | None
+    trigger_kind: str
+    summary: dict[str, Any]
+    finished_at: float | None  # Unix seconds (retention)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Listed:
+        finished = data.get("finished_at")
+        return cls(data.get("principal"), trigger_kind(data.get("trigger")), summary_of_dict(data),
+                   None if finished is None else datetime.fromisoformat(finished).timestamp())
+
+
 def trigger_kind(trigger: dict[str, Any] | None) -> str:
     """What started a run, as lists filter by it: `call` (a tool call, /rpc, the CLI), `schedule`, `webhook`..."""
     kind = (trigger or {}).get("kind")

@@ -31,7 +31,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncGenerator
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,7 +52,7 @@ from ice_mcp.store.base import (
     loads,
     owner_gone,
 )
-from ice_mcp.store.records import ACTIVE, RunRecord, summary_of_dict, trigger_kind
+from ice_mcp.store.records import ACTIVE, Listed, RunRecord
 from ice_mcp.store.redis_hooks import RedisHooks
 from ice_mcp.store.redis_limits import RedisLimits
 from ice_mcp.store.redis_outbox import RedisOutbox
@@ -172,13 +171,12 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
         if isinstance(record, RunRecord):
             record = record.to_dict()
+        listed = Listed.of(record)
         return [prefix, run_id, workflow, status, "" if started is None else repr(started), dumps(record), owner or "",
                 "" if blueprint is None else blueprint if isinstance(blueprint, str) else dumps(blueprint),
                 "" if version is None else str(version), key or "",
-                retry_of or "", key_ms, "1" if create else "0", record.get("principal") or "",
-                trigger_kind(record.get("trigger")), dumps(summary_of_dict(record)),
-                "" if record.get("finished_at") is None
-                else repr(datetime.fromisoformat(record["finished_at"]).timestamp())]
+                retry_of or "", key_ms, "1" if create else "0", listed.principal or "", listed.trigger_kind,
+                dumps(listed.summary), "" if listed.finished_at is None else repr(listed.finished_at)]
 
     @unavailable
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,

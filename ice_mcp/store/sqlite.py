@@ -16,7 +16,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +37,7 @@ from ice_mcp.store.base import (
     loads,
     owner_gone,
 )
-from ice_mcp.store.records import ACTIVE, RunRecord, summary_of_dict, trigger_kind
+from ice_mcp.store.records import ACTIVE, Listed, RunRecord
 from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
 from ice_mcp.store.sqlite_limits import LIMITS_SCHEMA, SqliteLimits
 from ice_mcp.store.sqlite_outbox import OUTBOX_SCHEMA, SqliteOutbox
@@ -137,11 +136,10 @@ def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     run_id, workflow, status, started, key, record, owner, blueprint, version, retry_of = row
     if isinstance(record, RunRecord):
         record = record.to_dict()
-    finished = record.get("finished_at")
+    listed = Listed.of(record)
     return (run_id, workflow, status, started, key, dumps(record), owner,
             blueprint if blueprint is None or isinstance(blueprint, str) else dumps(blueprint), version, retry_of,
-            record.get("principal"), trigger_kind(record.get("trigger")), dumps(summary_of_dict(record)),
-            None if finished is None else datetime.fromisoformat(finished).timestamp())
+            listed.principal, listed.trigger_kind, dumps(listed.summary), listed.finished_at)
 
 
 def open_store(state_url: str | None, data_dir: Path, *,
@@ -347,23 +345,17 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
     def prune(self, before: float, limit: int = 10_000) -> int:
         """Delete up to `limit` runs that ended before `before` (Unix seconds), with their journals; a run
         under way or waiting is never touched. Returns how many went."""
-        with self._read_lock:
-            db = self._read
+        pruned = 0
+        with self._immediate() as db:  # chosen and deleted in one write transaction
             ids = [row[0] for row in db.execute(
                 f"SELECT run_id FROM runs WHERE finished_at < ? AND status NOT IN ({_ACTIVE_SQL}) LIMIT ?",
                 (before, limit))]
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for chunk in range(0, len(ids), 500):
-                    part = ids[chunk:chunk + 500]
-                    marks = ", ".join("?" * len(part))
-                    db.execute(f"DELETE FROM events WHERE run_id IN ({marks})", part)
-                    db.execute(f"DELETE FROM runs WHERE run_id IN ({marks}) AND status NOT IN ({_ACTIVE_SQL})", part)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        return len(ids)
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk:chunk + 500]
+                marks = ", ".join("?" * len(part))
+                db.execute(f"DELETE FROM events WHERE run_id IN ({marks})", part)
+                pruned += db.execute(f"DELETE FROM runs WHERE run_id IN ({marks})", part).rowcount
+        return pruned
 
     # -- ownership ------------------------------------------------------------------------------
 

@@ -37,12 +37,15 @@ def limited(**limits: Any) -> dict[str, Any]:
             "nodes": [{"id": "h", "type": "tool", "tool_name": "held"}]}
 
 
-def orchestrators(tmp_path: Path, blueprint: dict[str, Any], count: int = 2) -> list[Orchestrator]:
+def orchestrators(tmp_path: Path, blueprint: dict[str, Any], count: int = 2, tool: Any = held,
+                  **settings: Any) -> list[Orchestrator]:
+    """`count` orchestrators on one data folder (processes on one store), `blueprint` and `tool` registered."""
     made = []
     for _ in range(count):
         registry = Registry()
-        registry.add_tool(held)
-        orc = Orchestrator(registry=registry, settings=Settings(data_dir=tmp_path / "data", workspace=tmp_path))
+        registry.add_tool(tool)
+        orc = Orchestrator(registry=registry, settings=Settings(data_dir=tmp_path / "data", workspace=tmp_path,
+                                                                **settings))
         orc.register_blueprint(blueprint)
         made.append(orc)
     return made
@@ -113,14 +116,7 @@ def queued_orchestrators(tmp_path: Path, count: int = 2, **limits: Any) -> list[
     blueprint = {"name": "lined", "limits": {**limits, "on_limit": "queue"},
                  "inputs": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
                  "nodes": [{"id": "h", "type": "tool", "tool_name": "numbered", "tool_args": {"n": "{{ inputs.n }}"}}]}
-    made = []
-    for _ in range(count):
-        registry = Registry()
-        registry.add_tool(numbered)
-        orc = Orchestrator(registry=registry, settings=Settings(data_dir=tmp_path / "data", workspace=tmp_path,
-                                                                lease_seconds=1.0))
-        orc.register_blueprint(blueprint)
-        made.append(orc)
+    made = orchestrators(tmp_path, blueprint, count, tool=numbered, lease_seconds=1.0)
     STARTED.clear()
     RUNNING[:] = [0, 0]
     return made

@@ -117,15 +117,15 @@ async def run_list(call: BuiltinCall) -> Answer:
     return Reply({"runs": rows, "next_cursor": cursor})
 
 
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+DURATION_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([smhdwSMHDW])\s*$"  # runs_prune's schema and its parser
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 async def runs_prune(call: BuiltinCall) -> Answer:
-    found = DURATION.match(str(call.args["older_than"]).strip().lower())
+    found = re.match(DURATION_PATTERN, str(call.args["older_than"]))
     if found is None:
         raise IceError("older_than: a duration like 30d, 12h, 90m or 3600s", code="invalid_arguments")
-    seconds = float(found.group(1)) * UNIT_SECONDS[found.group(2)]
+    seconds = float(found.group(1)) * UNIT_SECONDS[found.group(2).lower()]
     pruned = await asyncio.to_thread(call.orc.prune_runs, seconds)
     return Reply({"pruned": pruned, "older_than_seconds": seconds})
 
@@ -229,7 +229,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
         "runs_prune", "Delete the runs that ended longer ago than `older_than` (30d, 12h, 90m, 3600s), with their "
         "journals; a run under way or waiting is never touched. ICE_MCP_RETENTION_DAYS does this every hour.",
-        obj_schema({"older_than": {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdwSMHDW]\s*$",
+        obj_schema({"older_than": {"type": "string", "pattern": DURATION_PATTERN,
                                    "description": "how long ago a run ended, at least: 30d, 12h, 90m, 3600s"}},
                    ["older_than"]),
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False), runs_prune, scope="admin",

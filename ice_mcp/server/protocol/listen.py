@@ -27,7 +27,7 @@ from mcp.shared.subscriptions import (
 )
 from pydantic import BaseModel
 
-from ice_mcp.server.protocol.resources import RUN_URI
+from ice_mcp.server.protocol.resources import visible_uri
 from ice_mcp.server.protocol.tasks import TaskView, negotiated
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class Listen:
                 if isinstance(event, TaskChanged):
                     if (notification := self._task_notification(event.run_id, meta)) is not None:
                         await self._send(ctx, notification)
-                elif self._visible(event):
+                elif visible_uri(self._view.record, str(getattr(event, "uri", ""))):  # not another user's run
                     await ctx.session.send_notification(event_to_notification(event, meta),
                                                         related_request_id=subscription_id)
         finally:
@@ -121,13 +121,6 @@ class Listen:
             send.close()
             receive.close()
         return types.SubscriptionsListenResult(_meta=meta)
-
-    def _visible(self, event: ServerEvent) -> bool:
-        """Another principal's run changes unheard, as a random id's would (the stream runs as its listener)."""
-        uri = getattr(event, "uri", None)
-        if not isinstance(uri, str) or not uri.startswith(RUN_URI):
-            return True
-        return self._view.record(uri.removeprefix(RUN_URI)) is not None
 
     @staticmethod
     def _task_ids(ctx: ServerRequestContext[Any, Any]) -> frozenset[str]:

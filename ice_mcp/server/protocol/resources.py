@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 import mcp_types as types
 from mcp import MCPError
 
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.principals import isolated
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.diagram import mermaid
 from ice_mcp.server.protocol.documents import blueprint_files, blueprint_json, doc_files, first_line
@@ -51,6 +54,11 @@ TEMPLATES = resource_templates(
 _URI = re.compile(r"^ice://(blueprints|docs|workflows|runs|schedules)/([^/]+)(/diagram)?$")
 SCHEDULES_URI = "ice://schedules"
 RUN_URI = "ice://runs/"  # a run record: ice://runs/{run_id}
+
+
+def visible_uri(get_run: Callable[[str], Any], uri: str) -> bool:
+    """Whether the acting principal may hear of `uri`: anything but another principal's run (OAuth)."""
+    return not uri.startswith(RUN_URI) or isolated() is None or get_run(uri.removeprefix(RUN_URI)) is not None
 
 
 class Resources:

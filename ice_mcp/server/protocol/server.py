@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.principals import isolated
 from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
 from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.options import ServerOptions
@@ -33,7 +32,7 @@ from ice_mcp.server.protocol.follow import CallAnswer, CallWay
 from ice_mcp.server.protocol.listen import Listen
 from ice_mcp.server.protocol.notify import ChangeNotifier
 from ice_mcp.server.protocol.prompts import Prompts
-from ice_mcp.server.protocol.resources import RUN_URI, TEMPLATES, Resources
+from ice_mcp.server.protocol.resources import RUN_URI, TEMPLATES, Resources, visible_uri
 from ice_mcp.server.protocol.runs import RunLog
 from ice_mcp.server.protocol.tasks import TasksExtension, can_elicit, modern, negotiated
 from ice_mcp.store.events import Event
@@ -95,11 +94,6 @@ def _wants_progress(ctx: ServerRequestContext[Any, Any], meta: Any) -> bool:
 # A resources/subscribe or resources/unsubscribe handler.
 Subscription = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.EmptyResult]]
 STATUS_EVENTS = frozenset({"run_started", "run_resumed", "run_finished", "node_waiting", "node_answered"})
-
-
-def visible_uri(orc: Orchestrator, uri: str) -> bool:
-    """Whether the acting principal may hear of `uri`: anything but another principal's run."""
-    return not uri.startswith(RUN_URI) or isolated() is None or orc.get_run(uri.removeprefix(RUN_URI)) is not None
 
 
 def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> IceServer:
@@ -236,7 +230,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         async def handler(ctx: ServerRequestContext[Any, Any],
                           params: types.SubscribeRequestParams | types.UnsubscribeRequestParams) -> types.EmptyResult:
             remember(ctx)
-            if visible_uri(orc, str(params.uri)):  # another principal's run: accepted, and silent, as a random id
+            if visible_uri(orc.get_run, str(params.uri)):  # another principal's run: accepted, silent, as a random id
                 act(ctx, str(params.uri))
             return types.EmptyResult()
         return handler

@@ -137,7 +137,7 @@ def _scope_of(server: Any) -> Callable[[str, bytes], str]:
     def rpc_scope(method: str) -> str:
         return "ice:run" if method == "workflow.run" else by_method.get(method, "ice:read")
 
-    return lambda path, body: needed_scope(path, "POST", body, tool_scope, rpc_scope)
+    return lambda path, body: needed_scope(path, body, tool_scope, rpc_scope)
 
 
 def _ui_config(server: Any, options: ServerOptions) -> UiConfig:

@@ -213,11 +213,8 @@ def authenticated(scope: MutableMapping[str, Any], principal: Principal) -> None
             claims={"iss": principal.issuer}))
 
 
-def needed_scope(path: str, method: str, body: bytes, tool_scope: Callable[[str], str],
-                 rpc_scope: Callable[[str], str]) -> str:
-    """The scope a request needs, from its JSON-RPC body (never from headers a client could set apart)."""
-    if method != "POST":
-        return "ice:read"
+def needed_scope(path: str, body: bytes, tool_scope: Callable[[str], str], rpc_scope: Callable[[str], str]) -> str:
+    """The scope a POST needs, from its JSON-RPC body (never from headers a client could set apart)."""
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -107,7 +107,7 @@ class Guard:
                     return
             receive = replay(body, receive)
         with acting_as(principal.id if self.auth.isolates else None,  # OAuth: each user sees their own
-                       admin=principal.allows("ice:admin"), scopes=principal.scopes):
+                       scopes=principal.scopes):
             await self.app(scope, receive, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -21,7 +21,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from ice_mcp.server.access import PRINCIPAL_KEY
+from ice_mcp.server.access import principal_in
 from ice_mcp.server.web.guard import replay
 
 logger = logging.getLogger(__name__)
@@ -138,9 +138,9 @@ class SessionEndpoint:
 
     def client_of(self, scope: Scope, headers: Headers) -> str:
         """The principal when callers sign in (a token, OAuth: the Guard found it), else the peer address."""
-        principal = scope.get("state", {}).get(PRINCIPAL_KEY)
+        principal = principal_in(scope)
         if self.token_configured and principal is not None:
-            return str(principal.id)
+            return principal.id
         peer = scope.get("client")
         return f"peer:{peer[0]}" if peer else "peer:unknown"
 
