@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -86,8 +87,8 @@ class Answers:
         store, run_id = self._orc.store, stored.record.run_id
         _check(asked.get("schema") or {}, answer, node_path, declined)
         after = max((e["seq"] for e in await asyncio.to_thread(store.events, run_id)), default=-1)
-        await asyncio.to_thread(store.send_answer, run_id,
-                                {"node": node_path, "answer": answer, "by": by, "declined": declined})
+        await self._orc.engine.hand_answer(run_id, {"node": node_path, "answer": answer, "by": by,
+                                                    "at": time.time(), "declined": declined})
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ANSWER_WAIT_SECONDS
         while loop.time() < deadline:

@@ -89,6 +89,8 @@ class SubgraphResult:
 class GraphRunner:
     """What RunContext needs from the runner (the runner module builds on this one)."""
 
+    now: Callable[[], float]  # the run's wall clock (Temporal's, inside a workflow)
+
     async def run_graph(self, graph: Graph, scope: Scope, ctx: RunContext) -> SubgraphResult:
         raise NotImplementedError
 

@@ -3,6 +3,7 @@ gives back a `RunHandle` (kept in ice_mcp.handles), so nothing above the orchest
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,14 +13,27 @@ from ice_mcp.handles import RunHandle
 if TYPE_CHECKING:
     from ice_mcp.core.context import Spend
     from ice_mcp.core.plan import Plan
+    from ice_mcp.errors import IceError
+    from ice_mcp.store.base import RunStorage
     from ice_mcp.store.events import Event, Listener
     from ice_mcp.store.journal import Replay
     from ice_mcp.store.records import RunRecord
     from ice_mcp.store.sqlite import StoredRun
 
-__all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle"]
+__all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle", "resume_failed"]
 
 RECENT_RUNS = 512
+logger = logging.getLogger(__name__)
+
+
+def resume_failed(store: RunStorage, run_id: str, exc: IceError) -> None:
+    """A run taken over that cannot go on here (its blueprint no longer compiles, its manifest was not kept):
+    it ends readably instead of staying `running` for ever."""
+    logger.warning("run %s could not be resumed: %s", run_id, exc.message)
+    stored = store.run(run_id)
+    if stored is not None:
+        stored.record.status, stored.record.error = "failed", {**exc.as_dict(), "code": "resume_failed"}
+        store.save(stored.record)
 
 
 class LiveRuns:
@@ -89,6 +103,11 @@ class Engine(Protocol):
 
     def cancel_here(self, run_id: str) -> None:
         """Another process asked, through the store, for a run to stop: stop it if this process runs it."""
+        ...
+
+    async def hand_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """Send a checked answer (`{node, answer, by, at, declined}`) to a run another process runs: the
+        caller then waits for the run's journal to show it taken."""
         ...
 
     def recover(self) -> int:

@@ -10,11 +10,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.core.context import RunContext, Sleep, Spend
 from ice_mcp.engines.admission import AdmissionLine
-from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
+from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
 from ice_mcp.engines.following import follow_journal
 from ice_mcp.errors import IceError, UnknownName
 from ice_mcp.store.base import Owner, RunStorage, StoredRun
@@ -152,6 +152,10 @@ class EmbeddedEngine:
         await handle.wait(CANCEL_WAIT_SECONDS if self._followed.get(run_id) is handle else None)
         return True
 
+    async def hand_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        if self.store is not None:  # the server that runs it hears through the store's signals
+            await asyncio.to_thread(self.store.send_answer, run_id, answer)
+
     def cancel_here(self, run_id: str) -> None:
         """Another process asked (through the store) for a run to stop: cancel it if it runs here."""
         handle = self.runs.get(run_id)
@@ -259,11 +263,7 @@ class EmbeddedEngine:
             else:
                 self._resume(run_id)
         except IceError as exc:  # its blueprint no longer compiles here: end it readably
-            logger.warning("run %s could not be resumed: %s", run_id, exc.message)
-            stored = self.store.run(run_id)
-            if stored is not None:
-                stored.record.status, stored.record.error = "failed", {**exc.as_dict(), "code": "resume_failed"}
-                self.store.save(stored.record)
+            resume_failed(self.store, run_id, exc)
             return False
         return True
 

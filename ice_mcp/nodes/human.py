@@ -12,7 +12,6 @@ Output: `{"answer", "answered_by", "answered_at", "timed_out"}`. An approval gat
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue
@@ -48,17 +47,17 @@ def answer_schema(spec: HumanNode) -> dict[str, Any]:
 async def execute_human(call: NodeCall) -> NodeResult:
     spec = call.spec
     assert isinstance(spec, HumanNode)
-    desk = call.questions
+    desk, now = call.questions, call.ctx.runner.now  # the runner's clock: Temporal's inside a workflow
     asked_at, answer = desk.earlier(call.run_id, call.node_path, call.attempt)  # a resumed run's journal
     if answer is None:
-        asked_at = asked_at or time.time()
+        asked_at = asked_at or now()
         deadline = asked_at + spec.timeout_seconds if spec.timeout_seconds is not None else None
         text = call.render("approval" if spec.approval is not None else "prompt")
         question = Question(call.run_id, call.node_path, call.attempt, str(text), answer_schema(spec), asked_at,
                             deadline, approval=spec.approval is not None)
         call.ctx.emit("node_waiting", call.node.id, call.attempt, **question.to_event())
         try:
-            answer = await desk.wait(question, None if deadline is None else max(0.0, deadline - time.time()))
+            answer = await desk.wait(question, None if deadline is None else max(0.0, deadline - now()))
         except TimeoutError:
             if not isinstance(spec.on_timeout, OnTimeoutDefault):
                 raise NodeFailure(f"nobody answered within {spec.timeout_seconds:g} s", code="timeout",

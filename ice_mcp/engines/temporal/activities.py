@@ -19,6 +19,7 @@ from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.runner import attempt_timed_out, failure_of
 from ice_mcp.core.templates import Constant, Scope
+from ice_mcp.engines.following import follow_event
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
     NODE_ACTIVITY,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from ice_mcp.services import Services
 
 SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)
+QUESTION_EVENTS = frozenset({"node_waiting", "node_answered"})
 
 
 def plain(value: Any) -> Any:
@@ -108,9 +110,21 @@ class NodeActivities:
         await asyncio.to_thread(self._write_events, batch)
 
     def _write_events(self, batch: EventBatch) -> None:
-        self.store.keep_journal(EventLog(batch.run_id, events=[Event.from_dict(e) for e in batch.events]))
+        events = [Event.from_dict(e) for e in batch.events]
+        self.store.keep_journal(EventLog(batch.run_id, events=events))
+        if any(e.type in QUESTION_EVENTS for e in events):  # every server sees who waits for a person
+            self._keep_questions(batch.run_id, events)
         if not self.store.flush():
             raise RuntimeError("the run store did not write the events in time")
+
+    def _keep_questions(self, run_id: str, events: list[Event]) -> None:
+        """The run's record with its pending questions and `input_required` status, as its journal says."""
+        record = self.store.get(run_id)
+        if record is None or record.done:
+            return
+        for event in events:
+            follow_event(record, event)
+        self.store.save(record)
 
     @activity.defn(name=SAVE_RECORD)
     async def save_record(self, save: RecordSave) -> None:

@@ -19,16 +19,16 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ice_mcp.core.context import Spend
 from ice_mcp.core.plan import Plan
-from ice_mcp.engines.base import Launch, LiveRuns, RunHandle
+from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
 from ice_mcp.engines.following import follow_event, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
-from ice_mcp.engines.temporal.wire import RUN_WORKFLOW, RunStart, Tuning
-from ice_mcp.errors import IceError
+from ice_mcp.engines.temporal.wire import ANSWER_SIGNAL, RUN_WORKFLOW, RunStart, Tuning
+from ice_mcp.errors import IceError, NotWaiting
 from ice_mcp.settings import Settings
-from ice_mcp.store.base import RunStorage, StoredRun
+from ice_mcp.store.base import Owner, RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog, Listener
 from ice_mcp.store.journal import Replay
-from ice_mcp.store.records import RunRecord
+from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
@@ -77,9 +77,12 @@ class TemporalEngine:
     runs: LiveRuns
     observers: list[Listener] = field(default_factory=list)
     tuning: Tuning = field(default_factory=Tuning)
+    owner: Owner | None = None  # this server, whose lease keeps the network runs it coordinates
+    resume_network: Callable[[RunRecord], object] | None = None  # runs again a network taken over here
     name: str = "temporal"
     _client: Client | None = None
     _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _lease_task: asyncio.Task[None] | None = None
 
     @classmethod
     def for_orchestrator(cls, orc: Orchestrator, runs: LiveRuns) -> TemporalEngine:
@@ -89,7 +92,7 @@ class TemporalEngine:
         settings = orc.settings
         tuning = Tuning(heartbeat_seconds=settings.temporal_heartbeat_seconds)
         return cls(settings, orc.store, orc.workflow_plan, runs, observers=[orc.metrics.observe, orc.tell_watchers],
-                   tuning=tuning)
+                   tuning=tuning, owner=orc.owner, resume_network=orc.resume_network)
 
     async def client(self) -> Client:
         async with self._connecting:
@@ -237,13 +240,56 @@ class TemporalEngine:
     def caller_spend(self, caller: str, budget_usd: float) -> Spend:
         return Spend(budget_usd=budget_usd, cost_usd=self.store.spent(caller))
 
+    async def hand_answer(self, run_id: str, answer: dict[str, Any]) -> None:
+        """A `human` node's answer, as a signal to the run's workflow (it journals and takes it)."""
+        try:
+            await (await self.client()).get_workflow_handle(run_id).signal(ANSWER_SIGNAL, answer)
+        except RPCError as exc:
+            raise NotWaiting(f"run {run_id} cannot take an answer now: {exc}") from None
+
     def cancel_here(self, run_id: str) -> None:
         return None  # a Temporal run is cancelled through Temporal, never through the store's signals
 
     def recover(self) -> int:
-        return 0  # Temporal resumes interrupted runs on its workers by itself
+        """Temporal resumes runs on its workers by itself. A network run is followed by the server that started
+        it (its workflows run on the workers): this server keeps a lease, and takes over the network runs of
+        servers whose lease ran out, at start and from then on; returns how many it took over at start."""
+        if self.owner is None or self.resume_network is None:
+            return 0
+        self.store.register_owner(self.owner)
+        self._lease_task = asyncio.get_running_loop().create_task(self._lease_loop(), name="ice_mcp-lease")
+        return self.adopt_networks()
+
+    def adopt_networks(self) -> int:
+        """Run again here every network run whose server is gone (it attaches to its workflows' runs)."""
+        assert self.owner is not None and self.resume_network is not None
+        taken = 0
+        for run_id, previous in self.store.orphaned_runs(self.owner, self.settings.lease_seconds):
+            if not run_id.startswith(NETWORK_ID_PREFIX) or not self.store.claim(run_id, previous, self.owner):
+                continue  # a workflow run whose server is gone is an embedded server's to take over
+            stored = self.store.run(run_id)
+            try:
+                if stored is not None:
+                    self.resume_network(stored.record)
+                    taken += 1
+            except IceError as exc:
+                resume_failed(self.store, run_id, exc)
+        return taken
+
+    async def _lease_loop(self) -> None:
+        assert self.owner is not None
+        while True:
+            await asyncio.sleep(max(0.05, self.settings.lease_seconds / 3))
+            try:
+                self.store.heartbeat(self.owner)
+                self.adopt_networks()
+            except Exception:  # a store hiccup must not stop the heartbeat
+                logger.exception("keeping this server's lease failed")
 
     async def aclose(self, *, suspend: bool) -> None:
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+            await asyncio.gather(self._lease_task, return_exceptions=True)
         handles = [h for h in self.runs.values() if not h.done]
         if not suspend:  # stop the runs started here; a server stopping (suspend) leaves them to the workers
             await asyncio.gather(*(self.cancel(h.run_id) for h in handles), return_exceptions=True)

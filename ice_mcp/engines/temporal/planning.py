@@ -28,8 +28,10 @@ from ice_mcp.core.blueprints import compile_plan
 from ice_mcp.core.context import RunContext, Spend, SubgraphResult
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import Plan
+from ice_mcp.core.questions import Answer, Questions
 from ice_mcp.core.runner import Runner
 from ice_mcp.engines.temporal.wire import (
+    ANSWER_SIGNAL,
     NESTED_EVENTS_SIGNAL,
     NESTED_WORKFLOW,
     NODE_ACTIVITY,
@@ -43,13 +45,14 @@ from ice_mcp.engines.temporal.wire import (
 )
 from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
 from ice_mcp.nodes.condition import CONDITION_NODE
+from ice_mcp.nodes.human import HUMAN_NODE
 from ice_mcp.nodes.loop import LOOP_NODE
 from ice_mcp.nodes.parallel import PARALLEL_NODE
 from ice_mcp.nodes.recursive import recursive_node_type
 from ice_mcp.nodes.workflow import WORKFLOW_NODE
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
-from ice_mcp.store.events import Event
+from ice_mcp.store.events import Event, EventLog
 from ice_mcp.tools.registry import Registry
 from ice_mcp.types import NodeResult, Usage
 
@@ -90,12 +93,14 @@ async def dispatch(call: NodeCall) -> NodeResult:
 
 
 def workflow_node_types(activity_types: tuple[str, ...] = ("tool", "llm", "agent", "code")) -> dict[str, NodeType]:
-    """Node types as a workflow runs them: containers and conditions in the workflow, the others as activities.
-    No checks: the server validated the blueprint against its catalogue before starting the run."""
+    """Node types as a workflow runs them: containers, conditions and `human` nodes (a question waits on a
+    signal, durably) in the workflow, the others as activities. No checks: the server validated the blueprint
+    against its catalogue before starting the run."""
     # An activity times each attempt itself: a worker lost mid-attempt costs the attempt nothing, for the run
     # again (after the heartbeat timeout) gets the node's whole timeout, as a new attempt would on embedded.
     agent = NodeType("agent", dispatch, own_timeout=True)
     types = [NodeType(t.name, t.execute) for t in (CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE)]
+    types.append(NodeType(HUMAN_NODE.name, HUMAN_NODE.execute, own_timeout=True))
     types += [NodeType(name, dispatch, own_timeout=True) for name in activity_types]
     types.append(NodeType("recursive", recursive_node_type(agent=agent).execute))
     return {t.name: t for t in types}
@@ -180,14 +185,18 @@ class EventSink:
 
 
 class WorkflowRunner(Runner):
-    """The runner inside a workflow: Temporal's clock, nested workflows as child workflows, and a gate that
-    holds new activities while the run prepares to continue as new."""
+    """The runner inside a workflow: Temporal's clock, nested workflows as child workflows, the questions its
+    `human` nodes wait on (answered by signal), and a gate that holds new activities while the run prepares to
+    continue as new."""
 
     def __init__(self, run_id: str, workflows: dict[str, dict[str, Any]], caller: CallerSpend, tuning: Tuning,
                  sink: EventSink) -> None:
         super().__init__(now=lambda: workflow.now().timestamp(), perf=workflow.time)
         self.run_id, self.workflows, self.caller, self.tuning, self.sink = run_id, workflows, caller, tuning, sink
         self.draining = False
+        self.questions = Questions()
+        self._children: dict[str, str] = {}  # nested workflows in flight: their node path prefix -> workflow id
+        self._sending: set[asyncio.Future[None]] = set()  # answers sent on to nested workflows
         self._in_flight = 0
         self._documents: dict[int, dict[str, Any]] = {}
 
@@ -223,6 +232,30 @@ class WorkflowRunner(Runner):
         if info.is_continue_as_new_suggested() or info.get_current_history_length() > self.tuning.history_limit:
             self.draining = True
 
+    # -- answers ----------------------------------------------------------------------------------------
+
+    def take_answer(self, data: dict[str, Any], events: EventLog) -> None:
+        """A person's answer (the server checked it against the question's schema): journaled and handed to
+        the node waiting here, or sent on to the nested workflow that asked. One nobody waits for is dropped
+        (the server that sent it says so when the journal does not show it taken)."""
+        path = str(data.get("node"))
+        question = self.questions.waiting(self.run_id, path)
+        if question is None:
+            for prefix, child in self._children.items():
+                if path.startswith(prefix):
+                    handle = workflow.get_external_workflow_handle(child)
+                    self._sending.add(sent := asyncio.ensure_future(handle.signal(ANSWER_SIGNAL, data)))
+                    sent.add_done_callback(self._sending.discard)
+                    return
+            workflow.logger.warning("an answer to %r came while no node of it waits", path)
+            return
+        declined = bool(data.get("declined"))
+        answer = Answer(data.get("answer"), str(data.get("by") or "api"), float(data.get("at") or _now()),
+                        declined=declined)
+        events.emit("node_answered", path, question.attempt, answer=answer.value, answered_by=answer.by,
+                    answered_at=answer.at, **({"declined": True} if declined else {}))
+        self.questions.answer(question, answer)
+
     # -- outcomes ---------------------------------------------------------------------------------------
 
     def replay_events(self, call: NodeCall, events: list[dict[str, Any]]) -> None:
@@ -251,12 +284,14 @@ class WorkflowRunner(Runner):
                             globals=ctx.globals, caller=self.caller.name, caller_budget_usd=self.caller.budget_usd,
                             caller_spent_usd=self.caller.cost_usd, budget_left_usd=ctx.spend.remaining(),
                             tuning=self.tuning, trigger=ctx.trigger)
+        child = self._children[ctx.path] = f"{ctx.run_id}/{ctx.path.rstrip('.')}"
         with self.in_flight():
             try:
-                done = await workflow.execute_child_workflow(NESTED_WORKFLOW, start, result_type=NestedDone,
-                                                             id=f"{ctx.run_id}/{ctx.path.rstrip('.')}")
+                done = await workflow.execute_child_workflow(NESTED_WORKFLOW, start, result_type=NestedDone, id=child)
             except ChildWorkflowError as exc:
                 raise self.failure(None, exc.cause) from None
+            finally:
+                self._children.pop(ctx.path, None)
         usage = Usage(**done.usage)
         self.caller.observe(done.caller_spent_usd, done.cost_usd)
         ctx.spend.charge(done.cost_usd, usage)
@@ -265,6 +300,10 @@ class WorkflowRunner(Runner):
     async def run_nested(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
         """A child workflow's own body: the embedded engine's nested-workflow semantics (inputs, budget, timeout)."""
         return await Runner.run_workflow(self, plan, inputs, ctx)
+
+
+def _now() -> float:
+    return workflow.now().timestamp()
 
 
 class _InFlight:

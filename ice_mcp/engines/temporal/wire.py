@@ -13,6 +13,7 @@ WRITE_EVENTS = "ice_mcp.write_events"  # local activities: the run's journal and
 SAVE_RECORD = "ice_mcp.save_record"
 LOAD_JOURNAL = "ice_mcp.load_journal"
 NESTED_EVENTS_SIGNAL = "nested_events"  # a nested workflow's events, numbered by the run's own workflow
+ANSWER_SIGNAL = "answer"  # a person's answer to a `human` node: {node, answer, by, at, declined}
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from ice_mcp.core.context import RunContext, Spend
     from ice_mcp.engines.temporal.planning import PLANS, CallerSpend, EventSink, WorkflowRunner
     from ice_mcp.engines.temporal.wire import (
+        ANSWER_SIGNAL,
         LOAD_JOURNAL,
         NESTED_EVENTS_SIGNAL,
         NESTED_WORKFLOW,
@@ -44,6 +45,13 @@ class RunWorkflow:
     def __init__(self) -> None:
         self.sink: EventSink | None = None
         self.early: list[list[dict[str, Any]]] = []
+        self.asking: tuple[WorkflowRunner, EventLog] | None = None
+
+    @workflow.signal(name=ANSWER_SIGNAL)
+    def answer(self, data: dict[str, Any]) -> None:
+        """A person's answer to a `human` node of this run (or of a nested workflow of it)."""
+        if self.asking is not None:
+            self.asking[0].take_answer(data, self.asking[1])
 
     @workflow.signal(name=NESTED_EVENTS_SIGNAL)
     def nested_events(self, events: list[dict[str, Any]]) -> None:
@@ -74,13 +82,16 @@ class RunWorkflow:
         parent = Spend(budget_usd=start.budget_left_usd, parent=caller)
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         events = EventLog(start.run_id, [sink], clock=_now)
+        self.asking = runner, events
+        runner.questions.restore(start.run_id, journal)  # asked before it continued as new: the first deadline
         replay = replay_from_events(journal) if journal else None
         if record.retry_of and not start.resume:
             # A retry: the reused nodes are another run's, so this run journals them too (it can resume, and
             # be retried, without running them again), and it starts (run_started, retry_of) rather than resumes.
             replay = dataclasses.replace(replay or Replay(), reused_from=record.retry_of)
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=plan.blueprint.budget_usd, parent=parent),
-                         runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals), replay=replay)
+                         runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals), replay=replay,
+                         questions=runner.questions)
         execution = asyncio.create_task(runner.execute(plan, record, ctx))
         try:
             await workflow.wait_condition(lambda: execution.done() or runner.drained)
@@ -105,6 +116,15 @@ class RunWorkflow:
 class NestedWorkflow:
     """A registered workflow run inside a run (a `workflow` node, a recursive flow's step)."""
 
+    def __init__(self) -> None:
+        self.asking: tuple[WorkflowRunner, EventLog] | None = None
+
+    @workflow.signal(name=ANSWER_SIGNAL)
+    def answer(self, data: dict[str, Any]) -> None:
+        """An answer to a `human` node of this nested workflow, sent on by the workflow that started it."""
+        if self.asking is not None:
+            self.asking[0].take_answer(data, self.asking[1])
+
     @workflow.run
     async def run(self, start: NestedStart) -> NestedDone:
         sink = EventSink(start.run_id, nested=True)
@@ -112,9 +132,10 @@ class NestedWorkflow:
         caller = CallerSpend(start.caller, start.caller_budget_usd, start.caller_spent_usd)
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         events = EventLog(start.run_id, [sink], clock=_now)
+        self.asking = runner, events
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
                          runner, runner.catalogue, sleep=asyncio.sleep, depth=start.depth, path=start.path,
-                         globals=dict(start.globals), trigger=dict(start.trigger))
+                         globals=dict(start.globals), trigger=dict(start.trigger), questions=runner.questions)
         try:
             plan = PLANS.plan(start.blueprint)
             result = await runner.run_nested(plan, start.inputs, ctx)
