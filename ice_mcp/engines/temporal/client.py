@@ -20,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from ice_mcp.core.context import Spend
 from ice_mcp.core.plan import Plan
 from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
-from ice_mcp.engines.following import follow_event, take_record
+from ice_mcp.engines.following import follow_journal, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
 from ice_mcp.engines.temporal.wire import ANSWER_SIGNAL, RUN_WORKFLOW, RunStart, Tuning
 from ice_mcp.errors import IceError, NotWaiting
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
 
 logger = logging.getLogger(__name__)
-POLL_FIRST, POLL_MAX = 0.05, 0.25  # how often a followed run's journal is read (backs off while it is quiet)
+TAIL_SECONDS = 5.0  # how long an ended run's follower may take to read the last of its journal
 CLOSE_WAIT_SECONDS = 10.0
 CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run another server started waits for its end
 
@@ -184,28 +184,24 @@ class TemporalEngine:
         return handle
 
     async def _follow(self, record: RunRecord, events: EventLog, workflow: WorkflowHandle[Any, Any]) -> RunRecord:
-        """Feed the journal's new events to the handle until the workflow ends; then take its final record."""
-        result: asyncio.Task[Any] = asyncio.ensure_future(workflow.result())
-        after = events.events[-1].seq if events.events else -1
-        delay = POLL_FIRST
+        """Feed the journal's new events to the handle as an embedded run's follower does (one way to follow
+        a run, for both engines) until the workflow ends; then take its final record."""
+        following = asyncio.ensure_future(follow_journal(self.store, record, events))
         try:
-            while True:
-                await asyncio.wait({result}, timeout=delay)
-                fresh = await asyncio.to_thread(self.store.events, record.run_id, after)
-                for data in fresh:
-                    event = events.add(Event.from_dict(data))
-                    follow_event(record, event)
-                    after = event.seq
-                if result.done():
-                    break
-                delay = POLL_FIRST if fresh else min(delay * 1.5, POLL_MAX)
-            final = RunRecord.from_dict(result.result())
+            final = RunRecord.from_dict(await workflow.result())
         except WorkflowFailureError as exc:  # the workflow itself failed (not a node): end the record here
+            following.cancel()
             return self._ended(record, {"code": "engine_error", "message": f"the Temporal workflow failed: {exc.cause}"})
         except RPCError as exc:
+            following.cancel()
             return self._ended(record, {"code": "temporal_unavailable", "message": f"lost the run's workflow: {exc}"})
-        finally:
-            result.cancel()
+        except asyncio.CancelledError:
+            following.cancel()
+            raise
+        # The workflow kept its whole journal before it returned: the follower reads it to the end.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(TAIL_SECONDS):
+                await following
         return take_record(record, final)
 
     def _ended(self, record: RunRecord, error: dict[str, Any]) -> RunRecord:
