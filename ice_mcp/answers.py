@@ -80,19 +80,25 @@ class Answers:
 
     async def _respond_elsewhere(self, stored: StoredRun, node_path: str, asked: Mapping[str, Any], answer: Any, *,
                                  by: str, declined: bool) -> RunRecord:
-        """A question a run of another process asked: the answer is checked here, handed over through the
-        store, and confirmed once that run's journal has it. Raises AnswerInvalid, or NotWaiting when the
+        """A question a run of another process (or of Temporal's workers) asked: the answer is checked here,
+        handed over through its engine, and confirmed once that run's journal has it. Raises AnswerInvalid, or NotWaiting when the
         process running it did not take it within ANSWER_WAIT_SECONDS."""
         assert self._orc.store is not None
         store, run_id = self._orc.store, stored.record.run_id
         _check(asked.get("schema") or {}, answer, node_path, declined)
         after = max((e["seq"] for e in await asyncio.to_thread(store.events, run_id)), default=-1)
+        followed = self._orc.engine.runs.get(run_id)  # followed here: confirmed once its follower read the answer
+        seen = len(followed.events.events) if followed is not None else 0
         await self._orc.engine.hand_answer(run_id, {"node": node_path, "answer": answer, "by": by,
                                                     "at": time.time(), "declined": declined})
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ANSWER_WAIT_SECONDS
         while loop.time() < deadline:
             await asyncio.sleep(0.05)
+            if followed is not None and not followed.done:  # its record then shows the question answered
+                if any(e.type == "node_answered" and e.node_id == node_path for e in followed.events.events[seen:]):
+                    return followed.record
+                continue
             events = await asyncio.to_thread(store.events, run_id, after)
             if any(e["type"] == "node_answered" and e.get("node_id") == node_path for e in events):
                 return await asyncio.to_thread(store.get, run_id) or stored.record

@@ -225,12 +225,10 @@ class TemporalEngine:
             await workflow.cancel()
         except RPCError:
             return False  # it ended meanwhile, or it is not a workflow of this cluster
-        if handle is not None:
-            await handle.wait()
-        else:  # started through another server: its end (in the store before the workflow ends) is awaited here
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                    await workflow.result()
+        # Its end is awaited for a while only: with no worker up, a cancelled workflow never ends.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CANCEL_WAIT_SECONDS):
+                await (handle.wait() if handle is not None else workflow.result())
         return True
 
     def caller_spend(self, caller: str, budget_usd: float) -> Spend:
