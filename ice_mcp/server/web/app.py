@@ -125,7 +125,7 @@ def _ui_link(orc: Any, pages: PageSessions | None) -> Callable[[], dict[str, Any
     return link
 
 
-def _scope_of(server: Any) -> Callable[[str, bytes], str]:
+def _scope_of(server: Any) -> Callable[[str, Any], str]:
     """The OAuth scope a request to /mcp or /rpc needs: its tool's, or its /rpc method's."""
     catalogue = server.ice_calls.catalogue
     by_method = {tool.rpc: f"ice:{tool.scope}" for tool in BUILTINS if tool.rpc}
@@ -137,7 +137,7 @@ def _scope_of(server: Any) -> Callable[[str, bytes], str]:
     def rpc_scope(method: str) -> str:
         return "ice:run" if method == "workflow.run" else by_method.get(method, "ice:read")
 
-    return lambda path, body: needed_scope(path, body, tool_scope, rpc_scope)
+    return lambda path, message: needed_scope(path, message, tool_scope, rpc_scope)
 
 
 def _ui_config(server: Any, options: ServerOptions) -> UiConfig:

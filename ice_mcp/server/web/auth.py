@@ -213,12 +213,10 @@ def authenticated(scope: MutableMapping[str, Any], principal: Principal) -> None
             claims={"iss": principal.issuer}))
 
 
-def needed_scope(path: str, body: bytes, tool_scope: Callable[[str], str], rpc_scope: Callable[[str], str]) -> str:
-    """The scope a POST needs, from its JSON-RPC body (never from headers a client could set apart)."""
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return "ice:read"  # the endpoint answers the parse error itself
+def needed_scope(path: str, message: Any, tool_scope: Callable[[str], str], rpc_scope: Callable[[str], str]) -> str:
+    """The scope a POST needs, from its JSON-RPC body (never from headers a client could set apart), decoded
+    (`bodies.try_decode`: None when it is no JSON, which the endpoint answers itself). That decoder accepts all
+    that the endpoints' own accept (NaN, Infinity, 1e400: orjson refused them, and such a body needed ice:read)."""
     messages = message if isinstance(message, list) else [message]
     needed = {"ice:read"}
     for each in messages:

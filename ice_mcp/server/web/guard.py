@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ice_mcp.principals import acting_as
 from ice_mcp.server.access import read_authorization
 from ice_mcp.server.edges import valid_host, valid_origin
+from ice_mcp.server.web import bodies
 from ice_mcp.server.web.auth import COOKIE, Authenticator, Refusal, authenticated
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body
 
@@ -42,11 +43,11 @@ def security_settings(
 
 class Guard:
     """Strict Host/Origin, one `Authorization`, its principal (`auth`), the scope a request needs
-    (`scope_of(path, body)`, OAuth only: decided before anything runs) and a body cap."""
+    (`scope_of(path, decoded body)`, OAuth only: decided before anything runs) and a body cap."""
 
     def __init__(
         self, app: ASGIApp, *, auth: Authenticator, max_body: int,
-        scope_of: Callable[[str, bytes], str] | None = None,
+        scope_of: Callable[[str, Any], str] | None = None,
     ) -> None:
         self.app = app
         self.auth = auth
@@ -101,7 +102,8 @@ class Guard:
                 await self._too_large(scope, receive, send)
                 return
             if self.scope_of is not None:
-                short = self.auth.refuse_scope(principal, self.scope_of(str(scope.get("path", "")), body))
+                message = await bodies.off_loop(bodies.try_decode, body)  # a big body: in a worker thread
+                short = self.auth.refuse_scope(principal, self.scope_of(str(scope.get("path", "")), message))
                 if short is not None:
                     await short.response()(scope, receive, send)
                     return

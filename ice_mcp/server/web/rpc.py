@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jsonrpcserver import Error, Result, Success, async_dispatch
+from jsonrpcserver.main import default_validator
 
 from ice_mcp.errors import ArgumentsInvalid, IceError
 from ice_mcp.orchestrator import Orchestrator
@@ -17,6 +18,7 @@ from ice_mcp.server.protocol.builtins import BUILTINS
 from ice_mcp.server.protocol.calls import ToolCalls
 from ice_mcp.server.protocol.runs import run_and_wait
 from ice_mcp.server.protocol.tool_table import MAX_WAIT_PARAM, BuiltinTool
+from ice_mcp.server.web import bodies
 
 logger = logging.getLogger(__name__)
 
@@ -105,27 +107,53 @@ def _builtin_method(tool: BuiltinTool, calls: ToolCalls, read_only: bool) -> Met
     return method
 
 
-async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None = None) -> dict[str, Any] | None:
-    """One JSON-RPC request in, its response out (None for a notification); `caller` reaches every method."""
+def _parse(body: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the request, None), or (None, the error answering it). The decoding and the checks that walk the whole
+    request are kept together, so that a big body goes through all of them off the event loop."""
     try:
-        decoded = json.loads(body)
+        decoded = bodies.decode(body)
     except (ValueError, RecursionError):
-        return error_body(PARSE_ERROR, "Parse error")
+        return None, error_body(PARSE_ERROR, "Parse error")
     if isinstance(decoded, list):
-        return error_body(INVALID_REQUEST, "Batches are not supported: send one request per call")
+        return None, error_body(INVALID_REQUEST, "Batches are not supported: send one request per call")
     if not isinstance(decoded, dict):
-        return error_body(INVALID_REQUEST, "Invalid request")
+        return None, error_body(INVALID_REQUEST, "Invalid request")
     request_id = decoded.get("id") if isinstance(decoded.get("id"), str | int) else None
     params = decoded.get("params")
     if params is not None and not isinstance(params, dict | list):
-        return error_body(INVALID_REQUEST, "params must be an object or an array", request_id)
+        return None, error_body(INVALID_REQUEST, "params must be an object or an array", request_id)
     if (where := lone_surrogate(params)) is not None:
         message = f"params/{where}: a string holds a lone UTF-16 surrogate (not valid Unicode)"
-        return error_body(INVALID_PARAMS, message, request_id)
-    if lone_surrogate(decoded) is not None:
-        return error_body(INVALID_REQUEST, "a string holds a lone UTF-16 surrogate", request_id)
+        return None, error_body(INVALID_PARAMS, message, request_id)
+    if lone_surrogate(_envelope(decoded)) is not None:  # the params were looked at just above
+        return None, error_body(INVALID_REQUEST, "a string holds a lone UTF-16 surrogate", request_id)
+    return decoded, None
+
+
+def _envelope(request: dict[str, Any]) -> dict[str, Any]:
+    """The request with empty params of the same type: all of it that the JSON-RPC schema looks at."""
+    params = request.get("params")
+    if not isinstance(params, dict | list):
+        return request
+    return {**request, "params": type(params)()}
+
+
+def _validate(request: Any) -> Any:
+    # The schema checks only the type of params; checking the envelope spares a walk (and, on failure, the repr)
+    # of a big request.
+    return default_validator(_envelope(request))
+
+
+async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None = None) -> dict[str, Any] | None:
+    """One JSON-RPC request in, its response out (None for a notification); `caller` reaches every method."""
+    request, refusal = await bodies.off_loop(_parse, body)
+    if request is None:
+        return refusal
+    request_id = request.get("id") if isinstance(request.get("id"), str | int) else None
     try:
-        text = await async_dispatch(json.dumps(decoded), methods=methods, context=caller)
+        # Decoded once, above: jsonrpcserver is handed the request rather than its text to decode again.
+        text = await async_dispatch("", methods=methods, context=caller,
+                                    deserializer=lambda _text: request, validator=_validate)
     except Exception:
         logger.exception("rpc dispatch failed")
         return error_body(SERVER_ERROR, "internal error", request_id)

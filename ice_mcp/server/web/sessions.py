@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from ice_mcp.server.access import principal_in
+from ice_mcp.server.web import bodies
 from ice_mcp.server.web.guard import replay
 
 logger = logging.getLogger(__name__)
@@ -108,12 +108,8 @@ class LimitedSessionManager(StreamableHTTPSessionManager):
             use.last_used = time.monotonic()
 
 
-def _request_id(body: bytes) -> str | None:
-    """The id of a JSON-RPC request body, as the SDK keys its streams (`str(id)`); None otherwise."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+def _request_id(message: Any) -> str | None:
+    """The id of a decoded JSON-RPC request, as the SDK keys its streams (`str(id)`); None otherwise."""
     if not isinstance(message, dict) or "method" not in message:
         return None
     request_id = message.get("id")
@@ -169,7 +165,9 @@ class SessionEndpoint:
                 await self.manager.handle_request(scope, receive, send)
                 return
             body = await _read_body(receive)
-            request_id = _request_id(body)
+            # A big body is decoded in a worker thread; the SDK then decodes it again (on the loop: its code).
+            message = await bodies.off_loop(bodies.try_decode, body)
+            request_id = _request_id(message)
             key = (session_id, request_id) if request_id is not None else None
             if key is not None and key in self._in_flight:
                 await _rpc_error(
@@ -177,7 +175,7 @@ class SessionEndpoint:
                     INVALID_REQUEST,
                     f"Invalid request: id {key[1][:100]!r} is already in flight on this "
                     "session; use a new id for each request",
-                    json.loads(body).get("id"),
+                    message.get("id"),
                 )(scope, receive, send)
                 return
             if key is not None:

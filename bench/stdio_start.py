@@ -1,0 +1,134 @@
+"""stdio start-up: from spawning the server (as Claude Desktop does) to its `tools/list` answer, ours vs a bare SDK server.
+
+    .venv/bin/python bench/stdio_start.py               # 7 runs each, interleaved; `ice-mcp serve --templates`
+    .venv/bin/python bench/stdio_start.py --runs 11 --args serve
+
+Each run spawns the process, writes `initialize`, waits for its answer, writes `notifications/initialized` and
+`tools/list`, and stops the clock when the `tools/list` answer arrives: raw JSON-RPC over the pipes, so no
+client library's own start-up is counted. Ours is `.venv/bin/ice-mcp` with the arguments of the README's
+Claude Desktop block (`serve --templates`); the peer is the official SDK's low-level `Server` with one tool,
+run over `mcp.server.stdio` by the same Python. Both get a fresh temporary data folder and workspace.
+Prints the median of each, the ratio and the target (at most 1.2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 1.2
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+
+def serve_bare() -> None:
+    """The peer: the SDK's low-level server with one tool over stdio, nothing else imported."""
+    import anyio
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+
+    tool = types.Tool(name="noop", input_schema={"type": "object", "properties": {"value": {}}})
+
+    async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text="{}")])
+
+    server = Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def answer(proc: subprocess.Popen[bytes], request_id: int) -> dict[str, object]:
+    """The next message on stdout answering `request_id` (notifications and logs skipped)."""
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return dict(message)
+    raise RuntimeError(f"the server exited ({proc.wait()}) before answering request {request_id}")
+
+
+def once(command: list[str], folder: Path) -> tuple[float, int]:
+    """Seconds from spawn to the `tools/list` answer, and how many tools it listed."""
+    env = {**os.environ, "ICE_MCP_DATA_DIR": str(folder / "data"), "ICE_MCP_WORKSPACE": str(folder / "work")}
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            cwd=folder, env=env)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+        proc.stdin.flush()
+        answer(proc, 1)
+        proc.stdin.write(json.dumps(INITIALIZED).encode() + b"\n" + json.dumps(TOOLS_LIST).encode() + b"\n")
+        proc.stdin.flush()
+        listed = answer(proc, 2)
+        elapsed = time.perf_counter() - started
+    finally:
+        proc.stdin.close()  # end of input: the server shuts down
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    result = listed.get("result")
+    tools = result.get("tools", []) if isinstance(result, dict) else []
+    if not tools:
+        raise RuntimeError(f"tools/list answered no tools: {listed}")
+    return elapsed, len(tools)
+
+
+def main(args: argparse.Namespace) -> int:
+    ours = [str(Path(sys.executable).with_name("ice-mcp")), *args.args.split()]
+    bare = [sys.executable, str(Path(__file__).resolve()), "--serve-bare"]
+    times: dict[str, list[float]] = {"ours": [], "bare": []}
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="ice-bench-stdio-") as root:
+        for command in (ours, bare):
+            once(command, Path(tempfile.mkdtemp(dir=root)))  # warm the OS file cache and .pyc files, untimed
+        for run in range(args.runs):
+            # Interleaved, the order alternating, so that the machine's noise falls on both alike.
+            order = (("ours", ours), ("bare", bare)) if run % 2 == 0 else (("bare", bare), ("ours", ours))
+            for kind, command in order:
+                elapsed, counts[kind] = once(command, Path(tempfile.mkdtemp(dir=root)))
+                times[kind].append(elapsed * 1000)
+    ours_ms, bare_ms = statistics.median(times["ours"]), statistics.median(times["bare"])
+    ratio = ours_ms / bare_ms
+    print(f"bench/stdio_start.py: {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}, "
+          f"median of {args.runs} runs, spawn to the tools/list answer")
+    for kind, label in (("ours", f"ice-mcp {args.args}"), ("bare", "bare SDK Server, one tool")):
+        spread = ", ".join(f"{x:.0f}" for x in times[kind])
+        print(f"  {label:32} {statistics.median(times[kind]):7.0f} ms  ({counts[kind]} tools)  [{spread}]")
+    print(f"  ratio {ratio:.2f} (target at most {TARGET:.1f}): {'met' if ratio <= TARGET else 'NOT met'}")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7, help="runs of each server; medians are reported")
+    parser.add_argument("--args", default="serve --templates",
+                        help="arguments of `ice-mcp` (default: the README's Claude Desktop block)")
+    parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.serve_bare:
+        serve_bare()
+    else:
+        sys.exit(main(arguments))
