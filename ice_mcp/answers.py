@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.schemas import schema_validator
-from ice_mcp.core.questions import Answer
+from ice_mcp.core.questions import Answer, Question
 from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
 from ice_mcp.store.base import StoredRun
 from ice_mcp.store.events import Event, Listener
 from ice_mcp.store.records import RunRecord
 
 if TYPE_CHECKING:
+    from ice_mcp.handles import RunHandle
     from ice_mcp.orchestrator import Orchestrator
 
 logger = logging.getLogger(__name__)
@@ -70,12 +71,17 @@ class Answers:
             raise NotWaiting(f"node {node_path!r} of run {run_id} is not waiting for an answer{where}"
                              + (f"; waiting: {', '.join(waiting)}" if waiting else ""), details={"waiting": waiting})
         _check(question.schema, answer, node_path, declined)
+        return await self._respond_here(handle, question, answer, by=by, declined=declined)
+
+    async def _respond_here(self, handle: RunHandle, question: Question, answer: Any, *, by: str,
+                            declined: bool) -> RunRecord:
+        """Journal a checked answer to a question a run of this process waits on, and wake its node."""
         given = Answer(None if declined else answer, by, declined=declined)
-        handle.events.emit("node_answered", node_path, question.attempt, answer=given.value, answered_by=by,
-                           answered_at=given.at, **({"declined": True} if declined else {}))
-        orc.questions.answer(question, given)
-        if orc.store is not None:
-            await asyncio.to_thread(orc.store.flush, 10.0)  # journaled on disk before the caller hears
+        handle.events.emit("node_answered", question.node_path, question.attempt, answer=given.value,
+                           answered_by=by, answered_at=given.at, **({"declined": True} if declined else {}))
+        self._orc.questions.answer(question, given)
+        if self._orc.store is not None:
+            await asyncio.to_thread(self._orc.store.flush, 10.0)  # journaled on disk before the caller hears
         return handle.record
 
     async def _respond_elsewhere(self, stored: StoredRun, node_path: str, asked: Mapping[str, Any], answer: Any, *,
@@ -95,6 +101,10 @@ class Answers:
         deadline = loop.time() + ANSWER_WAIT_SECONDS
         while loop.time() < deadline:
             await asyncio.sleep(0.05)
+            question = self._orc.questions.waiting(run_id, node_path)
+            here = self._orc.get_handle(run_id) if question is not None else None
+            if question is not None and here is not None:  # its server died and this one took the run over
+                return await self._respond_here(here, question, answer, by=by, declined=declined)
             if followed is not None and not followed.done:  # its record then shows the question answered
                 if any(e.type == "node_answered" and e.node_id == node_path for e in followed.events.events[seen:]):
                     return followed.record
