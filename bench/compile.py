@@ -1,8 +1,12 @@
-"""Compile cost per node of fresh 1,000-node chains, and `run(blueprint)` of a blueprint already compiled.
+"""Compile cost per node of fresh 1,000-node chains against LangGraph building and compiling the same chain,
+and `run(blueprint)` of a blueprint already compiled.
 
 Shapes: constant tool arguments, plain paths inside text (`{{ inputs.x }}-{{ n0.value }}`), a plain
 path with a constant suffix (`{{ inputs.x }}-7`), and expressions with filters (`{{ n0.value | default('x1') | upper }}`);
-every template text is new to the process, so no compile cache helps.
+every template text, and every path inside one, is new to the process (the sample is in the input's name and
+in the node ids), so no compile cache helps. Columns: compiling a parsed `Blueprint`, parsing and compiling
+the document (a dict), LangGraph's `StateGraph` built and compiled for the same 1,000-node chain (bench/engine.py's),
+and the ratios (LangGraph ÷ ours). Samples alternate between ours and LangGraph's; medians.
 Run: `PYTHONPATH=. .venv/bin/python bench/compile.py [--repeat N]`.
 """
 
@@ -10,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from engine import langgraph_chain  # bench/engine.py: the same LangGraph chain
 
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.blueprint.models import Blueprint
@@ -25,46 +32,58 @@ def echo(value: Any = None) -> dict[str, Any]:
     return {"value": value}
 
 
-def chain(args: Callable[[int, str], Any], sample: int = 0) -> dict[str, Any]:
-    """A chain whose templates read input `x<sample>`: no two samples share a template text."""
+Arguments = Callable[[str | None, str, int], Any]  # (the previous node's id, the input's name, the index)
+
+
+def chain(args: Arguments, sample: int = 0) -> dict[str, Any]:
+    """A chain whose input `x<sample>` and node ids `s<sample>n<i>` carry the sample: no two samples share a
+    template text, nor a path inside one."""
     x = f"x{sample}"
-    nodes = [{"id": f"n{i}", "type": "tool", "tool_name": "echo", "tool_args": {"value": args(i, x)},
-              **({"dependencies": [f"n{i - 1}"]} if i else {})} for i in range(N)]
+    ids = [f"s{sample}n{i}" for i in range(N)]
+    nodes = [{"id": node_id, "type": "tool", "tool_name": "echo",
+              "tool_args": {"value": args(ids[i - 1] if i else None, x, i)},
+              **({"dependencies": [ids[i - 1]]} if i else {})} for i, node_id in enumerate(ids)]
     return {"name": "chain", "inputs": {"type": "object", "properties": {x: {"type": "string", "default": "x"}}},
             "nodes": nodes, "max_parallel": 64}
 
 
-SHAPES: dict[str, Callable[[int, str], Any]] = {
-    "constant arguments": lambda i, x: {"a": 1, "b": [1, 2, x]},
-    "paths inside text": lambda i, x: f"{{{{ inputs.{x} }}}}-{{{{ n{i - 1}.value }}}}" if i else f"{{{{ inputs.{x} }}}}",
-    "path + constant text": lambda i, x: f"{{{{ inputs.{x} }}}}-{i}",
-    "filters": lambda i, x: (f"{{{{ n{i - 1}.value | default('{x}') | upper }}}}" if i
-                             else f"{{{{ inputs.{x} | upper }}}}"),
+SHAPES: dict[str, Arguments] = {
+    "constant arguments": lambda previous, x, i: {"a": 1, "b": [1, 2, x]},
+    "paths inside text": lambda previous, x, i: (f"{{{{ inputs.{x} }}}}-{{{{ {previous}.value }}}}" if previous
+                                                 else f"{{{{ inputs.{x} }}}}"),
+    "path + constant text": lambda previous, x, i: f"{{{{ inputs.{x} }}}}-{i}",
+    "filters": lambda previous, x, i: (f"{{{{ {previous}.value | default('{x}') | upper }}}}" if previous
+                                       else f"{{{{ inputs.{x} | upper }}}}"),
 }
 
 
-def median_seconds(action: Callable[[Any], Any], subjects: list[Any]) -> float:
-    """The median time of `action(subject)` over the subjects."""
-    samples = []
-    for subject in subjects:
-        started = time.perf_counter()
-        action(subject)
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+def seconds(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
 
 
 async def main(repeat: int) -> None:
     registry = Registry()
     registry.add_tool(echo)
     orc = Orchestrator(registry=registry, settings=Settings(persist_runs=False))
-    print(f"{'1,000-node chain':<24} {'compile µs/node':>16} {'parse+compile µs/node':>22}")
+    langgraph_chain(N)  # its imports, outside the time
+    print(f"{'1,000-node chain':<22} {'compile':>8} {'parse+compile':>14} {'LangGraph build+compile':>24} "
+          f"{'ratio, compile':>15} {'ratio, parse+compile':>21}   (µs/node)")
+    sample = 0
     for label, args in SHAPES.items():
-        # A fresh blueprint each time (a parsed model, unseen template texts): nothing reused between samples.
-        models = [Blueprint.model_validate(chain(args, sample)) for sample in range(repeat + 1)]
-        orc.compile(models[-1])
-        cost = median_seconds(orc.compile, models[:-1])
-        from_dict = median_seconds(orc.compile, [chain(args, 1000 + sample) for sample in range(repeat)])
-        print(f"{label:<24} {cost / N * 1e6:>16.1f} {from_dict / N * 1e6:>22.1f}")
+        orc.compile(chain(args, sample := sample + 1))  # warm-up
+        times: dict[str, list[float]] = {"model": [], "dict": [], "langgraph": []}
+        for _ in range(repeat):
+            # A fresh blueprint each time (a parsed model, or a document; unseen template texts): nothing reused.
+            model = Blueprint.model_validate(chain(args, sample := sample + 1))
+            document = chain(args, sample := sample + 1)
+            times["model"].append(seconds(functools.partial(orc.compile, model)))
+            times["dict"].append(seconds(functools.partial(orc.compile, document)))
+            times["langgraph"].append(seconds(functools.partial(langgraph_chain, N)))
+        model_us, dict_us, lang_us = (statistics.median(times[k]) / N * 1e6 for k in ("model", "dict", "langgraph"))
+        print(f"{label:<22} {model_us:>8.1f} {dict_us:>14.1f} {lang_us:>24.1f} {lang_us / model_us:>14.1f}x "
+              f"{lang_us / dict_us:>20.1f}x")
     blueprint = Blueprint.model_validate(chain(SHAPES["paths inside text"], 9999))
     record = await orc.run(blueprint, {"x9999": "a"})
     assert record.status == "succeeded", record.error

@@ -442,6 +442,8 @@ class Orchestrator(NetworkRuns):
         return lambda: self._watchers.remove(listener) if listener in self._watchers else None
 
     def tell_watchers(self, event: Event) -> None:
+        if not self._watchers:  # told of every event of every run: most processes have no watcher
+            return
         for watcher in list(self._watchers):
             try:
                 watcher(event)

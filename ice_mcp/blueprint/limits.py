@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,34 +41,55 @@ def size_issue(raw: Mapping[str, Any], limits: BlueprintLimits, what: str = "blu
         listed = raw.get(key)
         if isinstance(listed, list) and len(listed) > limits.max_nodes:
             return too_large(f"the {what} has {len(listed)} {key}, more than {limits.max_nodes} (max_blueprint_nodes)")
+    max_depth, max_bytes, max_templates = limits.max_depth, limits.max_bytes, limits.max_templates
     size = VALUE_OVERHEAD
     templates = 0
-    stack: list[tuple[Any, int]] = [(raw, 1)]
+    # Each container's members, last first (the order a stack of values visits them); a value taken from
+    # the top iterator is as deep as the stack is tall. Exact types first: isinstance on ABCs is slow.
+    stack: list[Iterator[Any]] = [iter((raw,))]
     while stack:
-        value, depth = stack.pop()
-        if depth > limits.max_depth:
-            return too_large(f"the {what} is nested deeper than {limits.max_depth} levels "
-                             "(max_blueprint_depth)")
-        if isinstance(value, Mapping | list | tuple):
-            # Charge every member before visiting any, so a huge container is refused without a walk.
-            size += len(value) * VALUE_OVERHEAD * (2 if isinstance(value, Mapping) else 1)
-            if size > limits.max_bytes:
+        depth = len(stack)
+        for value in stack[-1]:
+            if depth > max_depth:
+                return too_large(f"the {what} is nested deeper than {max_depth} levels (max_blueprint_depth)")
+            kind = type(value)
+            if kind is str or (kind is not dict and kind is not list and isinstance(value, str)):
+                size += len(value)
+                if "{" in value and ("{{" in value or "{%" in value or "{#" in value):  # TEMPLATE_MARKERS
+                    templates += 1
+                    if templates > max_templates:
+                        return too_large(f"the {what} has more than {max_templates} templated strings "
+                                         "(max_blueprint_templates)")
+                if size > max_bytes:
+                    return _over_bytes(what, limits)
+                continue
+            if kind is dict or (kind is not list and isinstance(value, Mapping)):
+                # Charge every member before visiting any, so a huge container is refused without a walk.
+                size += len(value) * VALUE_OVERHEAD * 2
+                if size > max_bytes:
+                    return _over_bytes(what, limits)
+                if kind is dict:
+                    for key in value:
+                        size += len(key) if type(key) is str else len(str(key))
+                    members: Iterator[Any] = reversed(value.values())
+                else:
+                    items = list(value.items())
+                    for key, _ in items:
+                        size += len(str(key))
+                    members = (item for _, item in reversed(items))
+            elif kind is list or isinstance(value, list | tuple):
+                size += len(value) * VALUE_OVERHEAD
+                if size > max_bytes:
+                    return _over_bytes(what, limits)
+                members = reversed(value)
+            else:
+                continue  # numbers, booleans, null: their overhead was charged with their container
+            if size > max_bytes:
                 return _over_bytes(what, limits)
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                size += len(str(key))
-                stack.append((item, depth + 1))
-        elif isinstance(value, list | tuple):
-            stack.extend((item, depth + 1) for item in value)
-        elif isinstance(value, str):
-            size += len(value)
-            if any(marker in value for marker in TEMPLATE_MARKERS):
-                templates += 1
-                if templates > limits.max_templates:
-                    return too_large(f"the {what} has more than {limits.max_templates} templated strings "
-                                     "(max_blueprint_templates)")
-        if size > limits.max_bytes:
-            return _over_bytes(what, limits)
+            stack.append(members)
+            break
+        else:
+            stack.pop()
     nodes = count_nodes(raw.get("nodes")) + count_nodes(raw.get("workflows"))
     if nodes > limits.max_nodes:
         return too_large(f"the {what} has {nodes} nodes, more than {limits.max_nodes} (max_blueprint_nodes)")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import json
+import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -153,6 +157,46 @@ def schema_validator(schema: Mapping[str, Any] | bool) -> Validator:
     check_schema(schema)
     cls = _safe_class(validators.validator_for(schema))
     return cls(schema, registry=_REGISTRY)
+
+
+_SHARED_VALIDATORS: OrderedDict[str, Validator] = OrderedDict()
+MAX_SHARED_VALIDATORS = 256
+_JSON_SCALARS = (str, int, bool, type(None))
+
+
+def shared_validator(schema: Mapping[str, Any]) -> Validator:
+    """`schema_validator(schema)`, made once per distinct schema and kept for the next blueprint that declares
+    the same one (checking a schema costs ~0.25 ms, more than compiling a small blueprint). Raises SchemaInvalid
+    as it does. Only plain JSON is kept, under its JSON text, so two schemas share a validator only when equal."""
+    key = json.dumps(schema, allow_nan=False) if _plain_json(schema, MAX_SCHEMA_DEPTH) else None
+    found = _SHARED_VALIDATORS.get(key) if key is not None else None
+    if found is not None:
+        _SHARED_VALIDATORS.move_to_end(key)  # type: ignore[arg-type]
+        return found
+    # Its own copy: a later change to the caller's schema cannot reach a validator that others share.
+    validator = schema_validator(copy.deepcopy(dict(schema)))
+    if key is not None:
+        _SHARED_VALIDATORS[key] = validator
+        while len(_SHARED_VALIDATORS) > MAX_SHARED_VALIDATORS:
+            _SHARED_VALIDATORS.popitem(last=False)
+    return validator
+
+
+def _plain_json(value: Any, depth: int) -> bool:
+    """True when `value` is made only of dicts (string keys), lists, strings, finite numbers, booleans and null,
+    the values whose JSON text tells them apart (a tuple, NaN or a custom type may not be kept)."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth <= 0:
+        return False
+    if kind is dict:
+        return all(type(key) is str and _plain_json(item, depth - 1) for key, item in value.items())
+    if kind is list:
+        return all(_plain_json(item, depth - 1) for item in value)
+    return False
 
 
 def check_schema(schema: Any) -> None:

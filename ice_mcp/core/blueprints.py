@@ -38,9 +38,7 @@ def _check(source: Source, services: Services, node_types: Mapping[str, NodeType
     compiler = Compiler(services, node_types, unavailable)
     compiler.issues.extend(parsed.issues)
     raw = parsed.raw
-    for node in _all_nodes(parsed.nodes):
-        if node.id in RESERVED_IDS and not isinstance(node, Unparsed):
-            compiler.issue("reserved_id", f"node id {node.id!r} is a reserved name", node.id, "id")
+    _check_reserved_ids(parsed.nodes, compiler)
     bp = parsed.blueprint
     plan, estimate = compiler.compile(
         bp,
@@ -55,16 +53,17 @@ def _check(source: Source, services: Services, node_types: Mapping[str, NodeType
     return report, plan
 
 
-def _all_nodes(nodes: list[Any]) -> list[Any]:
-    found: list[Any] = []
+def _check_reserved_ids(nodes: list[Any], compiler: Compiler) -> None:
+    """A `reserved_id` issue for each node named like a run name or variable, sub-graphs' nodes included
+    (each node, then the nodes inside it)."""
     for node in nodes:
-        found.append(node)
+        if node.id in RESERVED_IDS and not isinstance(node, Unparsed):
+            compiler.issue("reserved_id", f"node id {node.id!r} is a reserved name", node.id, "id")
         if not getattr(node, "subgraph_fields", ()):
             continue  # most nodes have no sub-graph: skip pydantic's slow lookup of missing attributes
         for body in (getattr(node, "body", None), *(getattr(node, "branches", None) or [])):
             if isinstance(body, list):
-                found.extend(_all_nodes(body))
-    return found
+                _check_reserved_ids(body, compiler)
 
 
 def _number(value: Any) -> float | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import graphlib
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from ice_mcp.blueprint.models import (
     ParallelNode,
     RecursiveNode,
 )
-from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validator
+from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, shared_validator
 from ice_mcp.core.executor import NodeType
 from ice_mcp.core.plan import Graph, Plan, PlanNode
 from ice_mcp.core.scheduler import GraphShape
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ice_mcp.services import Services
 
 RUN_NAMES = frozenset({"inputs", "global", "trigger"})
+_NO_NAMES: frozenset[str] = frozenset()
 LLM_TYPES = frozenset({"llm", "agent"})
 MAX_ISSUES = 200  # past this, one more issue says how many were left out
 MAX_SUGGESTIONS = 50  # each "did you mean" compares a name with every candidate
@@ -62,6 +64,13 @@ def _acyclic(deps: Mapping[str, tuple[str, ...]]) -> bool:
             if waiting[dependent] == 0:
                 ready.append(dependent)
     return done == len(waiting)
+
+
+def _union(names: AbstractSet[str], more: AbstractSet[str]) -> AbstractSet[str]:
+    """`names` and `more` (neither changed): most nodes read through one field, so no set is made for them."""
+    if not more:
+        return names
+    return more if not names else {*names, *more}
 
 
 def declared_properties(schema: Any) -> Mapping[str, Any] | None:
@@ -137,7 +146,7 @@ class Compiler:
             self.issue("invalid_schema", "`inputs` must be a JSON Schema of type object", field="inputs")
             return None
         try:
-            return schema_validator(dict(schema))
+            return shared_validator(schema)
         except SchemaInvalid as exc:
             self.issue(exc.code, f"`inputs`: {exc.message}", field="inputs" + (exc.path.replace("/", ".")))
             return None
@@ -158,12 +167,16 @@ class Compiler:
                       max_parallel: int) -> ScopeResult:
         ids = [spec.id for spec in specs]
         local_ids = set(ids)
-        position = {node_id: i for i, node_id in reversed(list(enumerate(ids)))}  # first occurrence wins
-        seen: set[str] = set()
-        for spec in specs:
-            if spec.id in seen:
-                self.issue("duplicate_id", f"node id {spec.id!r} is used more than once in this scope", spec.id, "id")
-            seen.add(spec.id)
+        unique = len(local_ids) == len(ids)
+        position = (dict(zip(ids, range(len(ids)), strict=True)) if unique  # made in C: no id is repeated
+                    else {node_id: i for i, node_id in reversed(list(enumerate(ids)))})  # first occurrence wins
+        if not unique:  # some id is used twice: name each repeat
+            seen: set[str] = set()
+            for spec in specs:
+                if spec.id in seen:
+                    self.issue("duplicate_id", f"node id {spec.id!r} is used more than once in this scope",
+                               spec.id, "id")
+                seen.add(spec.id)
         for var in local_vars & local_ids:
             self.issue("duplicate_id", f"node id {var!r} hides the variable of the same name", var, "id")
         visible = outer | local_vars | local_ids
@@ -185,51 +198,62 @@ class Compiler:
         deps: dict[str, tuple[str, ...]] = {}
         plan_nodes: dict[str, PlanNode] = {}
         estimate = FREE
+        # True while every node depends only on nodes listed before it (ids at their first position): then
+        # the graph has no cycle, and Kahn's algorithm need not say so.
+        in_order = True
         for spec in specs:
+            node_id = spec.id
             node_deps: set[str] = set()
             for dep in spec.dependencies:
-                if dep == spec.id:
-                    self.issue("cycle", "a node cannot depend on itself", spec.id, "dependencies")
+                if dep == node_id:
+                    self.issue("cycle", "a node cannot depend on itself", node_id, "dependencies")
                 elif dep not in local_ids:
-                    self.issue("unknown_dependency", f"dependency {dep!r} is not a node in this scope", spec.id,
+                    self.issue("unknown_dependency", f"dependency {dep!r} is not a node in this scope", node_id,
                                "dependencies", self.suggest(dep, local_ids))
                 else:
                     node_deps.add(dep)
-            gated = gates.get(spec.id)
+            gated = gates.get(node_id)
             if gated:
                 node_deps.update(cond for cond, _ in gated)
             if type(spec) is Unparsed:
-                deps[spec.id] = tuple(sorted(node_deps))
+                deps[node_id] = tuple(sorted(node_deps))
+                in_order = False  # checked the long way
                 continue
-            built = self._node(spec, visible, outer)
-            names = built[1]
+            plan_node, names, node_estimate = self._node(spec, visible, outer)
             for name in names:
-                if name == spec.id:
-                    self.issue("cycle", f"node {spec.id!r} reads its own output", spec.id)
+                if name == node_id:
+                    self.issue("cycle", f"node {node_id!r} reads its own output", node_id)
                 elif name in local_ids:
                     node_deps.add(name)
                 elif name not in local_vars:
                     free.add(name)
-            deps[spec.id] = tuple(sorted(node_deps, key=position.__getitem__))
-            node_estimate = built[2]
+            if len(node_deps) > 1:
+                ordered = sorted(node_deps, key=position.__getitem__)
+                node_order = deps[node_id] = tuple(ordered)
+                in_order = in_order and position[ordered[-1]] < position[node_id]
+            else:
+                node_order = deps[node_id] = tuple(node_deps)
+                in_order = in_order and (not node_order or position[node_order[0]] < position[node_id])
             if gated:
                 node_estimate = node_estimate.widen(FREE)
-            estimate = estimate + node_estimate
-            if built[0] is not None:
-                built[0].deps = deps[spec.id]
-                plan_nodes[spec.id] = built[0]
+            if node_estimate is not FREE:  # most nodes cost nothing: no sum to make
+                estimate = estimate + node_estimate
+            if plan_node is not None:
+                plan_node.deps = node_order
+                plan_nodes[node_id] = plan_node
 
-        self._check_cycles(deps)
+        if not in_order:
+            self._check_cycles(deps)
         if self.issues or len(plan_nodes) != len(specs):
             return ScopeResult(None, free, estimate)
-        depended_on = {d for node_deps in deps.values() for d in node_deps}
         shape = GraphShape(
             order=tuple(ids),
             deps=deps,
             gates={i: tuple(g) for i, g in gates.items()},
             on_error={spec.id: spec.on_error for spec in specs},
         )
-        graph = Graph(plan_nodes, shape, tuple(i for i in ids if i not in depended_on), max_parallel)
+        # The sinks: nodes nothing depends on.
+        graph = Graph(plan_nodes, shape, tuple(i for i in ids if i not in shape.dependents), max_parallel)
         return ScopeResult(graph, free, estimate)
 
     def _check_cycles(self, deps: Mapping[str, tuple[str, ...]]) -> None:
@@ -244,38 +268,59 @@ class Compiler:
     # -- one node -----------------------------------------------------------
 
     def _node(self, spec: NodeBase, visible: frozenset[str], outer: frozenset[str]
-              ) -> tuple[PlanNode | None, set[str], CostEstimate]:
+              ) -> tuple[PlanNode | None, AbstractSet[str], CostEstimate]:
         node_type = self.node_types.get(spec.type)
         if node_type is None:
             reason = self.unavailable.get(spec.type)
             self.issue("unavailable_node_type", f"node type {spec.type!r} is not available in this installation"
                        + (f" ({reason})" if reason else ""), spec.id, "type")
-        names: set[str] = set()
+        names: AbstractSet[str] = _NO_NAMES  # what the node reads; a set only once a second field adds to it
         templates: dict[str, Compiled] = {}
         subgraphs: dict[str, Graph] = {}
+        # Only containers (which have sub-graphs) bring variables of their own.
+        extra = self._container_vars(spec) if spec.subgraph_fields else _NO_NAMES
 
-        extra = self._container_vars(spec)
         for field in spec.template_fields:
             value = getattr(spec, field)
             if value is None or field == "output":
                 continue
-            scope = visible | extra if isinstance(spec, RecursiveNode) else visible
+            scope = visible | extra if extra and isinstance(spec, RecursiveNode) else visible
             compiled, used = self._template(value, scope, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
-            names |= used - extra if extra else used
+            names = _union(names, used - extra if extra else used)
         for field in spec.expression_fields:
             compiled, used = self._expression(getattr(spec, field), visible | extra, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
-            names |= used - extra
+            names = _union(names, used - extra)
+        sub_estimate = FREE
+        if spec.subgraph_fields:
+            names, sub_estimate = self._container(spec, visible, extra, names, templates, subgraphs)
 
+        if node_type is None:
+            estimate = CostEstimate(llm_calls_min=1, llm_calls_max=1) if spec.type in LLM_TYPES else sub_estimate
+            return None, names, estimate
+        estimate = sub_estimate if node_type.estimate is None else node_type.estimate(spec, self, sub_estimate)  # type: ignore[arg-type]
+        if node_type.check is not None:
+            self.templates = templates
+            for issue in node_type.check(spec, self):  # type: ignore[arg-type]
+                self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
+        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs,  # type: ignore[arg-type]
+                             node_type.own_timeout)
+        return plan_node, names, estimate
+
+    def _container(self, spec: NodeBase, visible: frozenset[str], extra: frozenset[str], names: AbstractSet[str],
+                   templates: dict[str, Compiled], subgraphs: dict[str, Graph]
+                   ) -> tuple[AbstractSet[str], CostEstimate]:
+        """A container's sub-graphs (into `subgraphs`) and its `output` (into `templates`): the names the
+        node reads with theirs, and their estimate."""
         sub_estimate = FREE
         inner_ids: set[str] = set()
         for key, body in self._bodies(spec):
             result = self.compile_scope(body, outer=visible, local_vars=extra,
                                         max_parallel=getattr(spec, "concurrency", None) or 1_000)
-            names |= result.free_names
+            names = _union(names, result.free_names)
             inner_ids.update(node.id for node in body)
             sub_estimate = sub_estimate + result.estimate if isinstance(spec, ParallelNode) else result.estimate
             if result.graph is not None:
@@ -288,19 +333,8 @@ class Compiler:
                 templates["output"] = compiled
                 for graph in subgraphs.values():
                     graph.output = compiled
-            names |= used - extra - inner_ids
-
-        if node_type is None:
-            estimate = CostEstimate(llm_calls_min=1, llm_calls_max=1) if spec.type in LLM_TYPES else sub_estimate
-            return None, names, estimate
-        estimate = sub_estimate if node_type.estimate is None else node_type.estimate(spec, self, sub_estimate)  # type: ignore[arg-type]
-        if node_type.check is not None:
-            self.templates = templates
-            for issue in node_type.check(spec, self):  # type: ignore[arg-type]
-                self.issue(issue.code, issue.message, issue.node_id, issue.field, issue.suggestion)
-        plan_node = PlanNode(spec.id, spec, node_type.execute, (), templates, subgraphs,  # type: ignore[arg-type]
-                             own_timeout=node_type.own_timeout)
-        return plan_node, names, estimate
+            names = _union(names, used - extra - inner_ids)
+        return names, sub_estimate
 
     @staticmethod
     def _container_vars(spec: NodeBase) -> frozenset[str]:
@@ -321,28 +355,30 @@ class Compiler:
         return []
 
     def _template(self, value: Any, visible: frozenset[str], node_id: str | None, field: str
-                  ) -> tuple[Compiled | None, set[str]]:
+                  ) -> tuple[Compiled | None, frozenset[str]]:
         try:
             compiled = compile_value(value)
         except TemplateCompileError as exc:
             self.issue(exc.code, f"{field}: {exc}", node_id, field)
-            return None, set()
-        self._check_names(compiled.names, visible, node_id, field)
-        if self.declared_inputs is not None:
-            self._check_inputs(compiled.input_keys, node_id, field)
-        return compiled, set(compiled.names)
+            return None, _NO_NAMES
+        names = compiled.names
+        if names:
+            self._check_names(names, visible, node_id, field)
+            if self.declared_inputs is not None:
+                self._check_inputs(compiled.input_keys, node_id, field)
+        return compiled, names
 
     def _expression(self, source: str, visible: frozenset[str], node_id: str, field: str
-                    ) -> tuple[Compiled | None, set[str]]:
+                    ) -> tuple[Compiled | None, frozenset[str]]:
         try:
             compiled = compile_expression(source)
         except TemplateCompileError as exc:
             self.issue("expression_syntax", f"{field}: {exc}", node_id, field)
-            return None, set()
+            return None, _NO_NAMES
         self._check_names(compiled.names, visible, node_id, field)
         if self.declared_inputs is not None:
             self._check_inputs(compiled.input_keys, node_id, field)
-        return compiled, set(compiled.names)
+        return compiled, compiled.names
 
     def _check_names(self, names: frozenset[str], visible: frozenset[str], node_id: str | None, field: str) -> None:
         if names <= visible:
@@ -356,6 +392,7 @@ class Compiler:
         declared = self.declared_inputs
         if declared is None or not keys:
             return
-        for key in sorted(keys - declared.keys()):
+        unknown = keys.difference(declared)  # each key looked up in the dict (`- declared.keys()` walks it in Python)
+        for key in sorted(unknown) if unknown else ():
             self.issue("unknown_input", f"{field} reads inputs.{key}, which the blueprint's `inputs` does not declare",
                        node_id, field, self.suggest(key, declared))

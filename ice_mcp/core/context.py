@@ -117,7 +117,7 @@ class RunContext:
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:
             node_id = self.path + node_id
-        self.events.emit(kind, node_id, attempt, **data)
+        self.events.emit_data(kind, node_id, attempt, data)  # `data` is this call's own dict
 
     def nested(self, label: str) -> RunContext:
         """The context for a sub-graph: event node ids are prefixed with `label`."""

@@ -44,26 +44,32 @@ class Metrics:
         self.runs: dict[str, int] = {}
 
     def observe(self, event: Event) -> None:
-        if event.type == "run_finished":
-            status = str(event.data.get("status"))
-            self.runs[status] = self.runs.get(status, 0) + 1
+        kind = event.type
+        if kind == "node_succeeded":
+            succeeded = True
+        elif kind == "node_failed":
+            succeeded = False
+        else:
+            if kind == "run_finished":
+                status = str(event.data.get("status"))
+                self.runs[status] = self.runs.get(status, 0) + 1
             return
-        if event.type not in ("node_succeeded", "node_failed"):
-            return
-        node_type = str(event.data.get("type"))
+        data = event.data
+        node_type = str(data.get("type"))
         metrics = self.by_type.get(node_type)
         if metrics is None:
             metrics = self.by_type[node_type] = TypeMetrics()
-        latency = float(event.data.get("duration_ms", 0.0))
+        latency = float(data.get("duration_ms", 0.0))
         metrics.count += 1
-        if event.type == "node_succeeded":
+        if succeeded:
             metrics.succeeded += 1
-            metrics.cost_usd += float(event.data.get("cost_usd", 0.0))
-            metrics.tokens += int(event.data.get("tokens", 0))
+            metrics.cost_usd += float(data.get("cost_usd", 0.0))
+            metrics.tokens += int(data.get("tokens", 0))
         else:
             metrics.failed += 1
         metrics.latency_ms_total += latency
-        metrics.latency_ms_max = max(metrics.latency_ms_max, latency)
+        if latency > metrics.latency_ms_max:
+            metrics.latency_ms_max = latency
         metrics.latencies.append(latency)
 
     def snapshot(self) -> dict[str, Any]:

@@ -205,11 +205,13 @@ class _GraphRun:
             raise GraphFailed(self.scheduler.failed_node, self.records[self.scheduler.failed_node].error or {})
         graph, outputs = self.graph, self.outputs
         output = graph.output.render(self.level) if graph.output is not None else graph.sink_output(outputs)
-        usage = Usage()
+        cost: float = 0  # summed in one pass, in the records' order (as sum() and Usage.add did)
+        input_tokens = output_tokens = 0
         for record in self.records.values():
-            usage.add(record.usage)
-        return SubgraphResult(output, dict(outputs), self.records, sum(r.cost_usd for r in self.records.values()),
-                              usage)
+            cost += record.cost_usd
+            input_tokens += record.usage.input_tokens
+            output_tokens += record.usage.output_tokens
+        return SubgraphResult(output, dict(outputs), self.records, cost, Usage(input_tokens, output_tokens))
 
     def _start_ready(self, continue_with_one: bool = False, only_if_alone: bool = False) -> str | None:
         """Start what is ready. The calling node task may carry on with one of them itself,
@@ -229,7 +231,7 @@ class _GraphRun:
                 self.records[node_id].status = "running"
                 if continue_with_one and carried is None:
                     carried = node_id
-                    self.running[node_id] = asyncio.current_task()  # type: ignore[assignment]
+                    self.running[node_id] = asyncio.current_task(self.loop)  # type: ignore[assignment]
                 else:
                     self.running[node_id] = self.loop.create_task(self._node(node_id))
             ready = self.scheduler.take_ready() if replayed and not self.scheduler.stopped else []
@@ -290,18 +292,22 @@ class _GraphRun:
 
     def _settle_success(self, node_id: str, result: NodeResult, replayed: bool = False) -> None:
         node, record, ctx = self.graph.nodes[node_id], self.records[node_id], self.ctx
+        node_type, usage = node.spec.type, result.usage
         record.status, record.output = "succeeded", result.output
-        record.cost_usd, record.usage = result.cost_usd, result.usage
+        record.cost_usd, record.usage = result.cost_usd, usage
         self.outputs[node_id] = result.output
+        tokens = usage.total
         # The journal entry that feeds a later replay, written before the scheduler hears; a retry
         # journals what it reuses too, so the retry itself can resume.
         if not replayed or self.reused_from:
-            ctx.emit("node_succeeded", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
-                     cost_usd=result.cost_usd, tokens=result.usage.total, usage=result.usage.as_dict(),
+            ctx.emit("node_succeeded", node_id, record.attempts, type=node_type, duration_ms=record.duration_ms,
+                     cost_usd=result.cost_usd, tokens=tokens, usage=usage.as_dict(),
                      output=result.output, **({"reused_from": self.reused_from} if replayed else {}))
-        branch = bool(result.output.get("result")) if node.type == "condition" else None
-        self._skip(self.scheduler.succeeded(node_id, branch))
-        if not node.is_container and (result.cost_usd or result.usage.total):
+        branch = bool(result.output.get("result")) if node_type == "condition" else None
+        skipped = self.scheduler.succeeded(node_id, branch)
+        if skipped:
+            self._skip(skipped)
+        if (result.cost_usd or tokens) and not node.is_container:
             try:
                 ctx.spend.charge(result.cost_usd, result.usage)
             except RunStopped as stop:

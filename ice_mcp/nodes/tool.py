@@ -25,23 +25,29 @@ from ice_mcp.types import NodeResult
 
 
 async def execute_tool(call: NodeCall) -> NodeResult:
-    spec = call.spec
+    spec = call.node.spec
     assert isinstance(spec, ToolNode)
+    services = call.ctx.services
     try:
-        entry = call.services.registry.tool(spec.tool_name)
+        entry = services.registry.tool(spec.tool_name)
     except UnknownName as exc:
-        why = _unavailable(spec.tool_name, call.services)
+        why = _unavailable(spec.tool_name, services)
         raise NodeFailure(exc.message + (f" ({why})" if why else ""), code="unknown_tool", retryable=False) from None
     template = call.node.templates.get("tool_args")
     arguments = template.render(call.scope) if template is not None else {}
-    return await run_tool(call, entry, entry.parse_arguments(arguments))
+    kwargs = entry.parse_arguments(arguments)
+    CURRENT_CALL.set(call)  # as run_tool does, without one more coroutine per node
+    return _node_result(await entry.call_parsed(kwargs))
 
 
 async def run_tool(call: NodeCall, entry: ToolEntry, kwargs: dict[str, Any]) -> NodeResult:
     """Call a tool with checked arguments on behalf of a node attempt."""
     # The node's own task: the tool sees its call (idempotency key, services, budget) and nothing leaks out.
     CURRENT_CALL.set(call)
-    result = await entry.call_parsed(kwargs)
+    return _node_result(await entry.call_parsed(kwargs))
+
+
+def _node_result(result: Any) -> NodeResult:
     # Metered tools (paid APIs) may report their own cost and usage.
     return result if isinstance(result, NodeResult) else NodeResult(as_object(result))
 
@@ -58,17 +64,19 @@ def check_tool(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
                                 + (f" ({why})" if why else ""), node_id=spec.id, field="tool_name",
                                 suggestion=ctx.suggest(spec.tool_name, registry.tools))]
     issues: list[ValidationIssue] = []
-    properties, arguments = entry.properties, spec.tool_args
-    for key in arguments:
-        if key not in properties:
-            issues.append(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r} has no argument "
-                                          f"{key!r}", node_id=spec.id, field=f"tool_args.{key}",
-                                          suggestion=ctx.suggest(key, properties)))
+    arguments = spec.tool_args
+    if arguments:
+        properties = entry.properties
+        for key in arguments:
+            if key not in properties:
+                issues.append(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r} has no "
+                                              f"argument {key!r}", node_id=spec.id, field=f"tool_args.{key}",
+                                              suggestion=ctx.suggest(key, properties)))
     for key in entry.required:
         if key not in arguments:
             issues.append(ValidationIssue(code="invalid_tool_args", message=f"tool {spec.tool_name!r} needs argument "
                                           f"{key!r}", node_id=spec.id, field="tool_args"))
-    checked = entry.constrained.intersection(arguments)
+    checked = entry.constrained.intersection(arguments) if arguments else None
     if not checked:
         return issues
     compiled = ctx.templates.get("tool_args")

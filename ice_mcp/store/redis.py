@@ -49,6 +49,7 @@ from ice_mcp.store.base import (
     dumps,
     event_dict,
     follow_journal,
+    journal_text,
     loads,
     owner_gone,
 )
@@ -201,7 +202,7 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         for run_id, journal, end in chunks:
             if end > journal.written:
                 # The entry id carries the batch's last sequence number: `events(after)` is one range read.
-                pipe.xadd(self._key("events", run_id), {"events": dumps(journal.events[journal.written:end])},
+                pipe.xadd(self._key("events", run_id), {"events": journal_text(journal.events[journal.written:end])},
                           id=f"{journal.events[end - 1].seq + 1}-0")
         if len(pipe):
             pipe.execute()

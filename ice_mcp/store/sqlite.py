@@ -34,6 +34,7 @@ from ice_mcp.store.base import (
     dumps,
     event_dict,
     follow_journal,
+    journal_text,
     loads,
     owner_gone,
 )
@@ -256,7 +257,7 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
             # A run's new events of one batch go in one row.
             db.executemany("INSERT OR REPLACE INTO events (run_id, seq, last_seq, events) VALUES (?, ?, ?, ?)",
                            [(run_id, journal.events[journal.written].seq, journal.events[end - 1].seq,
-                             dumps(journal.events[journal.written:end]))
+                             journal_text(journal.events[journal.written:end]))
                             for run_id, journal, end in chunks if end > journal.written])
             db.execute("COMMIT")
         except BaseException:

@@ -10,7 +10,7 @@ import inspect
 from collections import ChainMap
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -23,6 +23,31 @@ if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
 
 ToolFunction = Callable[..., Any]
+K = TypeVar("K")
+V = TypeVar("V")
+_ABSENT: Any = object()
+
+
+class Layered(ChainMap[K, V]):
+    """A ChainMap of this registry's own table over its parent's (live), whose lookups skip ChainMap's
+    generic search: compiling and running look a tool up per node, a ChainMap lookup costs ~0.8 µs."""
+
+    def __getitem__(self, key: K) -> V:
+        for mapping in self.maps:
+            value = mapping.get(key, _ABSENT)
+            if value is not _ABSENT:
+                return value
+        raise KeyError(key)
+
+    def get(self, key: K, default: Any = None) -> Any:
+        for mapping in self.maps:
+            value = mapping.get(key, _ABSENT)
+            if value is not _ABSENT:
+                return value
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(cast(K, key), _ABSENT) is not _ABSENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +233,8 @@ class SchemaToolEntry(ToolEntry):
 
 def as_object(value: Any) -> dict[str, Any]:
     """A node's output is an object: anything else is wrapped as `{"result": value}`."""
+    if type(value) is dict:  # the usual output: no check against pydantic's metaclass
+        return value
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     return value if isinstance(value, dict) else {"result": value}
@@ -254,10 +281,10 @@ class Registry:
     """
 
     def __init__(self, parent: Registry | None = None) -> None:
-        self.tools: MutableMapping[str, ToolEntry] = {} if parent is None else ChainMap({}, parent.tools)
-        self.agents: MutableMapping[str, AgentEntry] = {} if parent is None else ChainMap({}, parent.agents)
+        self.tools: MutableMapping[str, ToolEntry] = {} if parent is None else Layered({}, parent.tools)
+        self.agents: MutableMapping[str, AgentEntry] = {} if parent is None else Layered({}, parent.agents)
         self.workflows: MutableMapping[str, WorkflowEntry] = (
-            {} if parent is None else ChainMap({}, parent.workflows))
+            {} if parent is None else Layered({}, parent.workflows))
         self._listeners: list[Listener] = []
         if parent is not None:
             parent.subscribe(self._changed)

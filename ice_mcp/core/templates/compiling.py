@@ -40,6 +40,7 @@ def compile_expression(source: str) -> Expression:
 
 
 _SCALARS = (int, float, bool, type(None))
+_EMPTY_OBJECT = Constant({})  # shared: rendering a constant gives a fresh copy, never this value
 
 
 def _templated(value: Any) -> bool:
@@ -49,10 +50,11 @@ def _templated(value: Any) -> bool:
         return "{" in value and ("{{" in value or "{%" in value or "{#" in value)
     if kind in _SCALARS:
         return False
-    if isinstance(value, Mapping):
-        return any(_templated(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_templated(v) for v in value)
+    # map() rather than a generator: constant arguments are walked member by member, a frame less each.
+    if kind is dict or isinstance(value, Mapping):
+        return any(map(_templated, value.values()))
+    if kind is list or isinstance(value, list | tuple):
+        return any(map(_templated, value))
     return isinstance(value, str) and _templated(str(value))
 
 
@@ -69,10 +71,12 @@ def compile_value(value: Any) -> Compiled:
         return _compile_string(value) if "{" in value and _templated(value) else Constant(value)
     if kind in _SCALARS:
         return Constant(value)
+    if kind is dict and not value:
+        return _EMPTY_OBJECT  # a node's empty arguments: no walk, no ABC check
     if isinstance(value, str):
         return _compile_string(value) if _templated(value) else Constant(value)
-    if isinstance(value, Mapping):
-        items = {str(key): _compile_part(item) for key, item in value.items()}
+    if kind is dict or isinstance(value, Mapping):
+        items = {key if type(key) is str else str(key): _compile_part(item) for key, item in value.items()}
         reads = _reads(items.values())
         return MappingValue(items, *reads) if reads is not None else Constant(dict(value))
     if isinstance(value, list | tuple):
@@ -83,26 +87,31 @@ def compile_value(value: Any) -> Compiled:
 
 
 def _compile_part(value: Any) -> Compiled:
+    if type(value) is str:  # the usual member: checked for a template once, not twice
+        return _compile_string(value) if "{" in value and _templated(value) else Constant(value)
     return compile_value(value) if _templated(value) else _constant(value)
 
 
 def _reads(parts: Iterable[Compiled]) -> tuple[frozenset[str], frozenset[str]] | None:
     """The names and `inputs` keys the parts read; None when every part is a constant."""
+    templated = [part for part in parts if type(part) is not Constant]
+    if not templated:
+        return None
+    if len(templated) == 1:  # one templated member (a tool's one templated argument): its sets as they are
+        return templated[0].names, templated[0].input_keys
     names: set[str] = set()
     keys: set[str] = set()
-    templated = False
-    for part in parts:
-        if type(part) is not Constant:
-            templated = True
-            names |= part.names
-            keys |= part.input_keys
-    return (frozenset(names), frozenset(keys)) if templated else None
+    for part in templated:
+        names |= part.names
+        keys |= part.input_keys
+    return frozenset(names), frozenset(keys)
 
 
 @functools.lru_cache(maxsize=4096)
 def _compile_string(value: str) -> Compiled:
     # Compiled templates hold no run state, so equal sources (re-validation, registration) share one.
-    lone = _LONE_EXPRESSION.match(value)
+    # A lone expression has one `{{` (a second would be inside it): text with more skips the regex.
+    lone = _LONE_EXPRESSION.match(value) if value.count("{{") == 1 else None
     if lone and "{{" not in lone["expr"] and "}}" not in lone["expr"]:
         try:
             return compile_expression(lone["expr"].strip())

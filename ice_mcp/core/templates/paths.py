@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,13 @@ def _plain_path(source: str) -> PathExpression | None:
     return PathExpression(source, None, frozenset((root,)), input_keys, root=root, keys=tuple(keys))
 
 
+@functools.lru_cache(maxsize=4096)
+def _path_part(source: str) -> PathExpression | None:
+    """`_plain_path` of one `{{ }}` of a text, kept by its text: the same path (`inputs.x`) recurs across a
+    blueprint's texts, and a path holds no run state."""
+    return _plain_path(source)
+
+
 def _path_text(source: str) -> PathText | None:
     """Text whose every `{{ }}` holds a plain path, as a PathText; None when any does not."""
     if "{%" in source or "{#" in source:
@@ -75,7 +83,7 @@ def _path_text(source: str) -> PathText | None:
             if part:
                 pieces.append(part)
             continue
-        path = _plain_path(part)
+        path = _path_part(part)
         if path is None:
             return None
         pieces.append(path)
