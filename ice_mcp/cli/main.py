@@ -1,9 +1,14 @@
-"""The `ice-mcp` command line: a command for every built-in tool that has one, worker, and the server's commands."""
+"""The `ice-mcp` command line: a command for every built-in tool that has one, worker, and the server's commands.
+
+This module imports only the standard library and `ice_mcp.errors` when it loads: the orchestrator, the built-in
+tools' table and the server's commands load inside `main` (`build_parser`, the commands), where the start-up runs
+with the cyclic GC paused (see `main`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -11,24 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ice_mcp.blueprint.issues import ValidationReport, nearest
-from ice_mcp.blueprint.loading import read_document
-from ice_mcp.bundled import bundled_dir
-from ice_mcp.cli.terminal import Progress, TerminalAnswers
-from ice_mcp.core.plan import Plan
 from ice_mcp.errors import BlueprintInvalid, IceError
-from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.cli import add_serve_commands, add_upstream_arguments
-from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import BUILTINS
-from ice_mcp.server.protocol.tool_table import BuiltinCall, BuiltinTool, Reply, settle
-from ice_mcp.settings import Settings
-from ice_mcp.store.events import Event
-from ice_mcp.tools.egress import allow_net_argument
-from ice_mcp.tools.modules import import_tool_modules
-from ice_mcp.tools.registry import DEFAULT_REGISTRY
+
+if TYPE_CHECKING:
+    from ice_mcp.blueprint.issues import ValidationReport
+    from ice_mcp.core.plan import Plan
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.server.protocol.tool_table import BuiltinTool
+    from ice_mcp.store.events import Event
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
 BROKEN_PIPE_EXIT = 141
@@ -40,6 +37,8 @@ class UsageError(IceError):
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    from ice_mcp.server.cli import add_upstream_arguments
+
     parser.add_argument("--tools", action="append", default=[], metavar="MODULE",
                         help="import a Python module that registers tools (repeatable; also ICE_MCP_TOOLS)")
     parser.add_argument("--blueprints", action="append", default=[], metavar="DIR",
@@ -52,6 +51,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ice_mcp.tools.egress import allow_net_argument
+
     parser = argparse.ArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -83,6 +84,8 @@ class Form:
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
+    from ice_mcp.tools.egress import allow_net_argument
+
     run.add_argument("file", metavar="FILE_OR_NAME",
                      help="blueprint (JSON or YAML), or the name of a workflow from --blueprints or the bundled templates")
     run.add_argument("--inputs", help="inputs as a JSON object")
@@ -137,6 +140,8 @@ GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedule
 
 def _add_builtin_commands(commands: Any) -> None:
     """A command for every built-in tool with a `cli` path: its Form, else arguments from its input schema."""
+    from ice_mcp.server.protocol.builtins import BUILTINS
+
     groups: dict[str, Any] = {}
     for tool in BUILTINS:
         if tool.cli is None:
@@ -188,6 +193,9 @@ def _json_argument(text: str) -> Any:
 
 async def _derived(tool: BuiltinTool, args: argparse.Namespace) -> int:
     """A built-in tool run from its derived command: its answer printed as JSON (a run's once it ends)."""
+    from ice_mcp.server.protocol.arguments import check_arguments
+    from ice_mcp.server.protocol.tool_table import BuiltinCall, Reply, settle
+
     params = {name: getattr(args, name) for name in tool.input_schema.get("properties") or {}
               if getattr(args, name, None) is not None}
     check_arguments(tool.input_schema, params)
@@ -221,11 +229,12 @@ def add_temporal_arguments(parser: argparse.ArgumentParser, *, required: bool = 
 
 def _add_extension_commands(commands: Any) -> None:
     """Commands contributed by the server and the sandbox (when its runtime is installed)."""
+    from ice_mcp.sandbox import require_runtime
+    from ice_mcp.server.cli import add_serve_commands
+
     add_serve_commands(commands)
     try:
-        from ice_mcp.sandbox import (
-            warmup_cli,  # imports wasmtime: only when the command line is built
-        )
+        require_runtime()  # found, not imported: wasmtime loads when `sandbox warmup` runs
     except ImportError:
         pass
     else:
@@ -233,7 +242,13 @@ def _add_extension_commands(commands: Any) -> None:
         sandbox_commands = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="COMMAND")
         warmup = sandbox_commands.add_parser("warmup", help="install and compile the sandbox runtime ahead of time")
         warmup.add_argument("cache_dir", nargs="?", help="where the compiled module is kept")
-        warmup.set_defaults(handler=lambda args: warmup_cli([args.cache_dir] if args.cache_dir else []))
+        warmup.set_defaults(handler=_sandbox_warmup)
+
+
+def _sandbox_warmup(args: argparse.Namespace) -> int:
+    from ice_mcp.sandbox.cli import warmup_cli  # wasmtime: only for this command
+
+    return warmup_cli([args.cache_dir] if args.cache_dir else [])
 
 
 def package_version() -> str:
@@ -244,6 +259,11 @@ def package_version() -> str:
 
 
 async def make_orchestrator(args: argparse.Namespace, **overrides: Any) -> Orchestrator:
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.settings import Settings
+    from ice_mcp.tools.modules import import_tool_modules
+    from ice_mcp.tools.registry import DEFAULT_REGISTRY
+
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None, **overrides)
@@ -297,6 +317,9 @@ def print_report(report: ValidationReport, source: str) -> None:
 
 def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
     """What `run` runs: a registered workflow, else a blueprint file, else a bundled template of that name."""
+    from ice_mcp.blueprint.issues import nearest
+    from ice_mcp.bundled import bundled_dir
+
     workflows = orchestrator.registry.workflows
     if file_or_name not in workflows:
         path = Path(file_or_name)
@@ -314,6 +337,8 @@ def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from ice_mcp.cli.terminal import Progress, TerminalAnswers
+
     inputs = parse_inputs(args.inputs, args.input)
     orchestrator = await make_orchestrator(args)
     try:
@@ -354,6 +379,8 @@ async def _network(args: argparse.Namespace) -> int:
 
 
 async def _validate(args: argparse.Namespace) -> int:
+    from ice_mcp.blueprint.loading import read_document
+
     orchestrator = await make_orchestrator(args)
     path = Path(args.file)
     try:
@@ -383,6 +410,9 @@ async def _retry(args: argparse.Namespace) -> int:
 
 def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse.Namespace], int]) -> int:
     """`runs list` and `runs show`: the run store read directly, with no tools, upstreams or engine."""
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.settings import Settings
+
     orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
     try:
         return show(orchestrator, args)
@@ -444,20 +474,37 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gc_unchanged() -> None:
+    """The collector was off before `main` (the caller's choice): it stays as it was."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # A command's start-up (its imports, the parser, a server's orchestrator) allocates ~150k objects that live
+    # as long as the process, and the cyclic GC would walk them again and again on the way (~100 ms of a stdio
+    # server's start): it is paused until the command starts its work (see _dispatch), and on again at the end.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         try:
-            return _dispatch(argv)
+            return _dispatch(argv, collecting)
         finally:
             sys.stdout.flush()  # a reader gone away shows here (after --help too), while we can answer quietly
     except BrokenPipeError:
         # Whatever is left for stdout goes nowhere, so the flush at exit does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE_EXIT
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def _dispatch(argv: Sequence[str] | None) -> int:
+def _dispatch(argv: Sequence[str] | None, collecting: bool = False) -> int:
     args = build_parser().parse_args(argv)
+    resume_gc = gc.enable if collecting else _gc_unchanged
+    if "resume_gc" in vars(args):  # `serve`: turns the collector on itself, once it is up (ice_mcp.server.cli)
+        args.resume_gc = resume_gc
+    else:
+        resume_gc()  # every other command does its work with the collector on
     try:
         if getattr(args, "handler", None) is not None:
             return int(args.handler(args) or 0)

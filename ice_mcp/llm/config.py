@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from ice_mcp.llm.pricing import Price, PriceTable, default_prices
@@ -39,8 +38,9 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
+# The config file's models: their validators are built when a file is first read (defer_build), not at start-up.
 class ProviderFileConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     api_key: str | None = None
     base_url: str | None = None
@@ -51,7 +51,7 @@ class ProviderFileConfig(BaseModel):
 
 
 class ModelFileConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     provider: str
     input: Annotated[float, Field(ge=0)] = 0.0
@@ -62,7 +62,7 @@ class ModelFileConfig(BaseModel):
 class LLMFileConfig(BaseModel):
     """The config file (YAML or JSON): `default_model`, `providers`, `models`, `agents`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     default_model: str | None = None
     providers: dict[str, ProviderFileConfig] = Field(default_factory=dict)
@@ -191,6 +191,8 @@ class LLMConfig:
 
 
 def _read_file(path: Path) -> LLMFileConfig:
+    import yaml  # only a YAML config file needs it
+
     text = path.read_text(encoding="utf-8")
     data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     return LLMFileConfig.model_validate(data or {})

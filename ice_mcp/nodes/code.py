@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.models import CodeNode
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
-from ice_mcp.sandbox import Sandbox
+from ice_mcp.sandbox import require_runtime
 from ice_mcp.types import NodeResult
+
+if TYPE_CHECKING:
+    from ice_mcp.sandbox import Sandbox
+
+# The sandbox (wasmtime) loads when a code node first runs (`services.sandbox`), not with the node types. Where it
+# cannot run there is no code node, as when this module imported it: `builtin_node_types` reports the ImportError.
+require_runtime()
 
 
 async def execute_code(call: NodeCall) -> NodeResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
-import jwt
 
 from ice_mcp.errors import IceError
 
@@ -143,12 +143,19 @@ class TokenVerifier:
     _introspected: dict[str, tuple[float, Principal]] = field(default_factory=dict)
     fetches: int = 0  # key-set fetches so far
 
+    def __post_init__(self) -> None:
+        # PyJWT (and cryptography) load here, when a server checks tokens, not when this module is imported:
+        # every server imports it (Principal), and stdio or a static token never needs them.
+        importlib.import_module("jwt")
+
     async def verify(self, token: str) -> Principal:
         """The principal `token` stands for; raises InvalidToken or AuthUnavailable."""
         if token.count(".") != 2:
             if self.config.introspection_url:
                 return await self._introspect(token)
             raise InvalidToken("not a JWT, and no introspection endpoint is configured")
+        import jwt  # PyJWT and cryptography: loaded with the verifier (see __post_init__)
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -188,6 +195,8 @@ class TokenVerifier:
         return (not known or now - keys.loaded_at > KEYS_SECONDS) and now - keys.fetched_at >= pause
 
     async def _fetch_keys(self) -> None:
+        import jwt
+
         self._keys.fetched_at = self.clock()
         try:
             url = self._jwks_url or self.config.jwks_url or await self._discover_jwks()
