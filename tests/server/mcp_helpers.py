@@ -104,6 +104,16 @@ NOOP = {
 }
 
 
+# An approval gate before a step: the human-input tests' workflow (tasks, elicitation, run_respond).
+GATE = {"name": "gate", "description": "Ask before shipping.",
+        "inputs": {"type": "object", "properties": {"customer": {"type": "string"}}, "required": ["customer"]},
+        "outputs": {"shipped": "{{ ship.text }}", "by": "{{ ok.answered_by }}"},
+        "nodes": [{"id": "ok", "type": "human", "approval": "Ship it to {{ inputs.customer }}?"},
+                  {"id": "ship", "type": "tool", "tool_name": "render_template", "dependencies": ["ok"],
+                   "tool_args": {"template": "shipped to {{ inputs.customer }}"}}]}
+TASK_GATE = {**GATE, "name": "task_gate", "execution": "task"}
+
+
 def echo(value: Any = None) -> dict[str, Any]:
     """Return the value given."""
     return {"value": value}

@@ -14,18 +14,11 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import MCPError
-from mcp_helpers import http_client, http_server, make_options, structured
+from mcp_helpers import GATE, TASK_GATE, http_client, http_server, make_options, structured
 from tasks_client import TASKS, TaskFailed, TasksClient, task_request
 
 from ice_mcp.orchestrator import Orchestrator
 
-GATE = {"name": "gate", "description": "Ask before shipping.",
-        "inputs": {"type": "object", "properties": {"customer": {"type": "string"}}, "required": ["customer"]},
-        "outputs": {"shipped": "{{ ship.text }}", "by": "{{ ok.answered_by }}"},
-        "nodes": [{"id": "ok", "type": "human", "approval": "Ship it to {{ inputs.customer }}?"},
-                  {"id": "ship", "type": "tool", "tool_name": "render_template", "dependencies": ["ok"],
-                   "tool_args": {"template": "shipped to {{ inputs.customer }}"}}]}
-TASK_GATE = {**GATE, "name": "task_gate", "execution": "task"}
 APPROVE = {"action": "accept", "content": {"approved": True, "reason": "paid"}}
 
 
