@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.core.questions import Answer, Question
+from ice_mcp.engines.following import follow_event
 from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
 from ice_mcp.store.base import StoredRun
 from ice_mcp.store.events import Event, Listener
@@ -110,8 +111,11 @@ class Answers:
                     return followed.record
                 continue
             events = await asyncio.to_thread(store.events, run_id, after)
-            if any(e["type"] == "node_answered" and e.get("node_id") == node_path for e in events):
-                return await asyncio.to_thread(store.get, run_id) or stored.record
+            taken = [e for e in events if e["type"] == "node_answered" and e.get("node_id") == node_path]
+            if taken:
+                record = await asyncio.to_thread(store.get, run_id) or stored.record
+                follow_event(record, Event.from_dict(taken[-1]))  # as the journal says, whenever the record was kept
+                return record
         raise NotWaiting(f"the process running run {run_id} did not take the answer to {node_path!r} in time",
                          details={"waiting": sorted(stored.record.questions)})
 

@@ -111,9 +111,11 @@ class NodeActivities:
 
     def _write_events(self, batch: EventBatch) -> None:
         events = [Event.from_dict(e) for e in batch.events]
-        self.store.keep_journal(EventLog(batch.run_id, events=events))
-        if any(e.type in QUESTION_EVENTS for e in events):  # every server sees who waits for a person
+        # Every server sees who waits for a person; the record first, so a journal showing an answer never
+        # comes with a record still asking.
+        if any(e.type in QUESTION_EVENTS for e in events):
             self._keep_questions(batch.run_id, events)
+        self.store.keep_journal(EventLog(batch.run_id, events=events))
         if not self.store.flush():
             raise RuntimeError("the run store did not write the events in time")
 
