@@ -77,10 +77,7 @@ class Answers:
     async def _respond_here(self, handle: RunHandle, question: Question, answer: Any, *, by: str,
                             declined: bool) -> RunRecord:
         """Journal a checked answer to a question a run of this process waits on, and wake its node."""
-        given = Answer(None if declined else answer, by, declined=declined)
-        handle.events.emit("node_answered", question.node_path, question.attempt, answer=given.value,
-                           answered_by=by, answered_at=given.at, **({"declined": True} if declined else {}))
-        self._orc.questions.answer(question, given)
+        self._orc.questions.take(question, Answer(None if declined else answer, by, declined=declined), handle.events)
         if self._orc.store is not None:
             await asyncio.to_thread(self._orc.store.flush, 10.0)  # journaled on disk before the caller hears
         return handle.record

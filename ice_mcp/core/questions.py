@@ -11,9 +11,12 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.errors import NotWaiting
+
+if TYPE_CHECKING:
+    from ice_mcp.store.events import EventLog
 
 Key = tuple[str, str, int]  # (run_id, node_path, attempt)
 
@@ -83,6 +86,13 @@ class Questions:
         """The question the node waits on in this process (its latest attempt)."""
         found = [q for (run, path, _), (q, _) in self._waiting.items() if run == run_id and path == node_path]
         return max(found, key=lambda q: q.attempt) if found else None
+
+    def take(self, question: Question, answer: Answer, events: EventLog) -> None:
+        """Journal a checked answer as the run's `node_answered` event (what `restore` reads back), then wake
+        the node waiting on `question`."""
+        events.emit("node_answered", question.node_path, question.attempt, answer=answer.value,
+                    answered_by=answer.by, answered_at=answer.at, **({"declined": True} if answer.declined else {}))
+        self.answer(question, answer)
 
     def answer(self, question: Question, answer: Answer) -> None:
         """Wake the node waiting on `question` (already validated and journaled by the caller)."""

@@ -249,12 +249,9 @@ class WorkflowRunner(Runner):
                     return
             workflow.logger.warning("an answer to %r came while no node of it waits", path)
             return
-        declined = bool(data.get("declined"))
-        answer = Answer(data.get("answer"), str(data.get("by") or "api"), float(data.get("at") or _now()),
-                        declined=declined)
-        events.emit("node_answered", path, question.attempt, answer=answer.value, answered_by=answer.by,
-                    answered_at=answer.at, **({"declined": True} if declined else {}))
-        self.questions.answer(question, answer)
+        answer = Answer(data.get("answer"), str(data.get("by") or "api"), float(data.get("at") or self.now()),
+                        declined=bool(data.get("declined")))
+        self.questions.take(question, answer, events)
 
     # -- outcomes ---------------------------------------------------------------------------------------
 
@@ -300,10 +297,6 @@ class WorkflowRunner(Runner):
     async def run_nested(self, plan: Plan, inputs: dict[str, Any], ctx: RunContext) -> SubgraphResult:
         """A child workflow's own body: the embedded engine's nested-workflow semantics (inputs, budget, timeout)."""
         return await Runner.run_workflow(self, plan, inputs, ctx)
-
-
-def _now() -> float:
-    return workflow.now().timestamp()
 
 
 class _InFlight:
