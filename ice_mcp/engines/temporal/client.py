@@ -198,7 +198,9 @@ class TemporalEngine:
         except asyncio.CancelledError:
             following.cancel()
             raise
-        # The workflow kept its whole journal before it returned: the follower reads it to the end.
+        take_record(record, final)  # the run's end, at once for whoever reads the record meanwhile
+        # The workflow kept its whole journal before it returned: the follower reads it to the end (its
+        # listeners hear every event before the handle ends), then the final record stands again.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(TAIL_SECONDS):
                 await following
