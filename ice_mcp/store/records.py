@@ -63,6 +63,8 @@ class RunRecord:
     trigger: dict[str, Any] | None = None
     # Who owns it (an OAuth user `oauth:<iss>#<sub>`, `token`, `local`; None: no caller, like a CLI run).
     principal: str | None = None
+    # W3C `traceparent` of the run's own span: a resumed, retried or taken-over run goes on in the same trace.
+    traceparent: str | None = None
 
     @property
     def done(self) -> bool:
@@ -87,6 +89,7 @@ class RunRecord:
             **({"questions": self.questions} if self.questions else {}),
             **({"trigger": self.trigger} if self.trigger is not None else {}),
             **({"principal": self.principal} if self.principal is not None else {}),
+            **({"traceparent": self.traceparent} if self.traceparent is not None else {}),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -141,6 +144,7 @@ class RunRecord:
             questions=dict(data.get("questions") or {}),
             trigger=data.get("trigger"),
             principal=data.get("principal"),
+            traceparent=data.get("traceparent"),
         )
 
 
