@@ -28,7 +28,7 @@ from ice_mcp.core.plan import Plan
 from ice_mcp.core.questions import Question, Questions
 from ice_mcp.core.runner import Runner
 from ice_mcp.direct import tool_plan
-from ice_mcp.engines import Engine, Launch, open_engine
+from ice_mcp.engines import Engine, Launch, PrometheusMetrics, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, RateLimited, UnknownName
 from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
@@ -49,6 +49,7 @@ from ice_mcp.store.sqlite import open_store
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs
+from ice_mcp.tracing import begin_run
 
 if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
@@ -95,6 +96,7 @@ class Orchestrator(NetworkRuns):
         self._catalogue = Catalogue(self.registry, self.services, self.node_types, self.unavailable_node_types, store)
         self.sleep = sleep  # backoff between retries; tests pass a recorder
         self.metrics = Metrics()
+        self.prometheus = PrometheusMetrics(self.registry, self.services)  # its CollectorRegistry: GET /metrics
         self._watchers: list[Listener] = []  # told of every event of every run (a server's notifications)
         self.questions = Questions()  # where `human` nodes wait for answers
         self._answers = Answers(self)  # and where the answers arrive, here or from another process
@@ -256,6 +258,7 @@ class Orchestrator(NetworkRuns):
         record = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=prepared, started_at=time.time(),
                            workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None,
                            principal=caller)
+        begin_run(record)
         self._admit(plan, record, idempotency_key)
         return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
                             globals=globals, parent_spend=parent_spend, caller=caller)
@@ -427,6 +430,7 @@ class Orchestrator(NetworkRuns):
             rerun = _downstream(plan, from_node)
         fresh = RunRecord(run_id=new_run_id(), workflow=plan.name, inputs=record.inputs, started_at=time.time(),
                           workflow_version=record.workflow_version, retry_of=run_id, principal=caller)
+        begin_run(fresh)
         self._admit(plan, fresh, None)  # a retry is a new run: the workflow's limits hold for it too
         return self._launch(plan, fresh, replay_from_events(events).for_retry(run_id, rerun), on_event=on_event,
                             parent_spend=self.caller_spend(caller), caller=caller)

@@ -113,6 +113,7 @@ class RunContext:
     replay: Replay | None = None  # what an earlier execution of this run finished (resume, retry)
     questions: Questions | None = None  # where `human` nodes wait for answers (the orchestrator's desk)
     trigger: dict[str, Any] = field(default_factory=lambda: dict(CALL_TRIGGER))  # templates' `trigger`
+    trace_parent: str | None = None  # W3C context new node spans hang under (None: this run is not traced)
 
     def emit(self, kind: str, node_id: str | None = None, attempt: int | None = None, /, **data: Any) -> None:
         if node_id is not None and self.path:

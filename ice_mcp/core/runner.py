@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -20,6 +20,7 @@ from ice_mcp.core.templates import Scope
 from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
 from ice_mcp.store.journal import NodeOutcome
 from ice_mcp.store.records import NodeRecord, RunRecord
+from ice_mcp.tracing import node_attempt, span_id_of, traceparent_of
 from ice_mcp.types import NodeResult, Usage
 
 
@@ -45,6 +46,8 @@ def failure_of(exc: BaseException) -> NodeFailure:
 class Runner(GraphRunner):
     """`now` (wall clock, s) and `perf` (a monotonic clock, s) are a durable engine's deterministic clocks
     inside a workflow; in-process they are the system's."""
+
+    emits_spans = True  # a Temporal workflow (replayed) passes trace context on to activities, never emits
 
     def __init__(self, now: Callable[[], float] = time.time, perf: Callable[[], float] = time.perf_counter) -> None:
         self.now, self.perf = now, perf
@@ -142,10 +145,11 @@ class Runner(GraphRunner):
             call = NodeCall(node, scope, ctx, attempt)
             timeout = node.attempt_timeout
             try:
+                work = node.execute(call) if ctx.trace_parent is None else self._traced(call)
                 if timeout is None:
-                    return await node.execute(call)
+                    return await work
                 async with asyncio.timeout(timeout) as deadline:
-                    return await node.execute(call)
+                    return await work
             except (RunStopped, asyncio.CancelledError):
                 raise
             except TimeoutError as exc:
@@ -158,6 +162,21 @@ class Runner(GraphRunner):
             delay = backoff_delay(spec.backoff, spec.backoff_seconds, attempt)
             ctx.emit("node_retrying", node.id, attempt, error=failure.as_dict(), delay_seconds=delay)
             await ctx.sleep(delay)
+
+
+    def _traced(self, call: NodeCall) -> Awaitable[NodeResult]:
+        """One attempt in its span; a container's nodes hang under it. Span ids come from the run, the node
+        path and the attempt, so an attempt run again after a crash keeps its span's id."""
+        ctx, node = call.ctx, call.node
+        assert ctx.trace_parent is not None
+        span_id = span_id_of(ctx.run_id, ctx.path + node.id, call.attempt)
+        if node.is_container:
+            call = NodeCall(node, call.scope, replace(ctx, trace_parent=traceparent_of(ctx.trace_parent, span_id)),
+                            call.attempt)
+        work = node.execute(call)
+        if not self.emits_spans:
+            return work
+        return node_attempt(work, ctx.trace_parent, span_id, ctx.path + node.id, node.spec.type, call.attempt)
 
 
 def attempt_timed_out(seconds: float | None) -> NodeFailure:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp import tracing
 from ice_mcp.core.context import RunContext, Sleep, Spend
 from ice_mcp.engines.admission import AdmissionLine
 from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
     from ice_mcp.core.questions import Questions
     from ice_mcp.core.runner import Runner
+    from ice_mcp.engines.prometheus import PrometheusMetrics
     from ice_mcp.services import Services
     from ice_mcp.store.events import Listener
 
@@ -51,6 +53,7 @@ class EmbeddedEngine:
     questions: Questions | None = None  # where `human` nodes wait for answers
     run_listeners: Callable[[RunRecord], list[Listener]] | None = None  # per run (its pending questions)
     resume_network: Callable[[RunRecord], object] | None = None  # runs again a network taken over here
+    meter: PrometheusMetrics | None = None  # counts the runs executed here (never those followed)
     sleep: Sleep = asyncio.sleep
     name: str = "embedded"
     _callers: dict[str, Spend] = field(default_factory=dict)
@@ -82,15 +85,21 @@ class EmbeddedEngine:
                     record.status = "running"
                     self.store.save(record)
         per_run = self.run_listeners(record) if self.run_listeners is not None else []
+        meter = self.meter.listener(record) if self.meter is not None else None
+        if meter is not None:
+            per_run.append(meter)
         events = EventLog(record.run_id, [*self.observers, *per_run, *run.listeners], journal)
         if self.store is not None:
             self.store.keep_journal(events, written=len(journal or ()))
             self._keep_lease()
         spend = Spend(budget_usd=plan.blueprint.budget_usd, parent=run.parent_spend)
         ctx = RunContext(record.run_id, self.services, events, spend, self.runner, self.workflows,
-                         sleep=self.sleep, globals=dict(run.globals), replay=run.replay, questions=self.questions)
+                         sleep=self.sleep, globals=dict(run.globals), replay=run.replay, questions=self.questions,
+                         trace_parent=record.traceparent if tracing.ENABLED else None)
         task = asyncio.get_running_loop().create_task(self._execute(plan, record, ctx, run.idempotency_key))
         handle = RunHandle(record, events, task, plan)
+        if meter is not None:
+            meter.handle = handle
         task.add_done_callback(lambda t: self._finalize(t, handle))
         self.runs.add(handle)
         return handle
@@ -107,9 +116,11 @@ class EmbeddedEngine:
                 # The next server resumes it from its journal (its questions are asked again there).
                 if record.status != "queued":
                     record.status, record.error = ("input_required" if record.questions else "running"), None
-            elif self.store is not None:
-                record.questions.clear()
-                self.store.save(record, idempotency_key=key)
+            else:
+                tracing.end_run(record)  # once, by the process that finished it (a suspended run goes on elsewhere)
+                if self.store is not None:
+                    record.questions.clear()
+                    self.store.save(record, idempotency_key=key)
             if self.questions is not None:
                 self.questions.forget(record.run_id)
             if handle is not None:

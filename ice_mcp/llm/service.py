@@ -4,10 +4,12 @@ budgets and cost, behind three calls (`complete`, `stream`, `tool_turn`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from ice_mcp import tracing
 from ice_mcp.llm.config import LLMConfig, Resolution
 from ice_mcp.llm.errors import BudgetExceeded, LLMError
 from ice_mcp.llm.pricing import Price, call_cost_range, estimate_tokens
@@ -112,7 +114,15 @@ class LLMService:
             async with semaphore:
                 return await backend.complete(request)
 
-        completion = await self._policy(name).run(attempt, on_retry=on_retry)
+        if not tracing.ENABLED:
+            return self._priced(name, request, await self._policy(name).run(attempt, on_retry=on_retry))
+        with tracing.chat_span(name, request.model) as span:
+            completion = self._priced(name, request, await self._policy(name).run(attempt, on_retry=on_retry))
+            tracing.record_completion(span, completion.model, completion.usage.input_tokens,
+                                      completion.usage.output_tokens, completion.cost_usd, completion.text)
+            return completion
+
+    def _priced(self, name: str, request: ChatRequest, completion: Completion) -> Completion:
         # Price by the name asked for: a server may answer with a dated version or a file path.
         completion.model = request.model if name == "local" else completion.model
         return self._account(name, completion)
@@ -139,6 +149,17 @@ class LLMService:
         backend = self.provider(name)
         semaphore = self._limits.get(name, self.config.provider(name).max_concurrency)
         policy = self._policy(name)
+        span_scope = tracing.chat_span(name, request.model) if tracing.ENABLED else contextlib.nullcontext()
+        with span_scope as span:
+            async for delta in self._deltas(name, request, backend, semaphore, policy, on_retry):
+                if span is not None and delta.completion is not None:
+                    completion = delta.completion
+                    tracing.record_completion(span, completion.model, completion.usage.input_tokens,
+                                              completion.usage.output_tokens, completion.cost_usd, completion.text)
+                yield delta
+
+    async def _deltas(self, name: str, request: ChatRequest, backend: Provider, semaphore: asyncio.Semaphore,
+                      policy: RetryPolicy, on_retry: OnRetry | None) -> AsyncIterator[StreamDelta]:
         async with semaphore:
 
             async def open_stream() -> tuple[AsyncIterator[StreamDelta], StreamDelta]:
@@ -149,9 +170,7 @@ class LLMService:
             pending: StreamDelta | None = first
             while pending is not None:
                 if pending.completion is not None:
-                    completion = pending.completion
-                    completion.model = request.model if name == "local" else completion.model
-                    yield StreamDelta(text=pending.text, completion=self._account(name, completion))
+                    yield StreamDelta(text=pending.text, completion=self._priced(name, request, pending.completion))
                     return
                 yield pending
                 pending = await anext(iterator, None)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ice_mcp import tracing
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
@@ -65,6 +66,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait-seconds", type=float, default=None, help="wait budget of a tool call"
     )
+    parser.add_argument("--pin", action="append", default=[], metavar="NAME",
+                        help="keep workflow NAME in tools/list when there are more workflows than "
+                             "ICE_MCP_CATALOGUE_MAX (40) (repeatable)")
     parser.add_argument(
         "--allowed-host", action="append", default=[], help="extra Host header value to accept"
     )
@@ -131,6 +135,7 @@ def _options(args: argparse.Namespace) -> ServerOptions:
         include=tuple(args.include),
         exclude=tuple(args.exclude),
         expose_upstream=args.expose_upstream,
+        pinned=tuple(args.pin),
     )
     if args.wait_seconds is not None:
         options.wait_seconds = args.wait_seconds
@@ -199,6 +204,7 @@ async def _temporal_clock(orc: Orchestrator) -> None:
 
 async def _serve(args: argparse.Namespace) -> None:
     options = _options(args)
+    tracing.configure(stdio=not args.http)  # only OTEL_* variables turn it on; off, the SDK is never imported
     if not args.http:
         from ice_mcp.server.stdio import serve_stdio  # the MCP SDK: only `serve` loads it
 
@@ -208,6 +214,7 @@ async def _serve(args: argparse.Namespace) -> None:
             await serve_stdio(orc, options)
         finally:
             await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
+            tracing.shutdown()  # the host may kill us soon after EOF: export what is queued now
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:

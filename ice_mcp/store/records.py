@@ -65,6 +65,7 @@ class RunRecord:
     principal: str | None = None
     # W3C `traceparent` of the run's own span: a resumed, retried or taken-over run goes on in the same trace.
     traceparent: str | None = None
+    trace_parent_span: str | None = None  # the span id the run's span hangs under (None: the trace's root)
 
     @property
     def done(self) -> bool:
@@ -90,6 +91,7 @@ class RunRecord:
             **({"trigger": self.trigger} if self.trigger is not None else {}),
             **({"principal": self.principal} if self.principal is not None else {}),
             **({"traceparent": self.traceparent} if self.traceparent is not None else {}),
+            **({"trace_parent_span": self.trace_parent_span} if self.trace_parent_span is not None else {}),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -145,6 +147,7 @@ class RunRecord:
             trigger=data.get("trigger"),
             principal=data.get("principal"),
             traceparent=data.get("traceparent"),
+            trace_parent_span=data.get("trace_parent_span"),
         )
 
 

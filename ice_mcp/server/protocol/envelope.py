@@ -10,7 +10,9 @@ import mcp_types as types
 import orjson
 
 from ice_mcp.store.records import RunRecord
+from ice_mcp.tracing import trace_id_of
 
+TRACE_ID_META = "io.ice_mcp/trace_id"  # the run's trace, to look up in a trace viewer
 FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
 
 # Clients re-check structuredContent against it on every call: listing the properties would cost each
@@ -74,7 +76,9 @@ def run_result(record: RunRecord) -> types.CallToolResult:
         asks = "; ".join(f"node {path!r} asks: {q.get('question')}" for path, q in record.questions.items())
         content.append(_text(f"Run {record.run_id} waits for an answer ({asks}). Ask the user, then call "
                              f"run_respond(run_id, node, answer) with an answer that fits the node's schema."))
-    return types.CallToolResult(content=content, structured_content=env, is_error=is_error)
+    trace_id = trace_id_of(record)
+    meta = {TRACE_ID_META: trace_id} if trace_id is not None else None
+    return types.CallToolResult(content=content, structured_content=env, is_error=is_error, _meta=meta)
 
 
 def json_result(value: Any, *, is_error: bool = False) -> types.CallToolResult:

@@ -18,6 +18,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
+from ice_mcp import tracing
 from ice_mcp.errors import IceError, NotWaiting
 from ice_mcp.network import NetworkHandle
 from ice_mcp.orchestrator import Orchestrator, RunHandle
@@ -76,6 +77,8 @@ class RunFollower:
                     wait: float | None = None, tasks: bool = True) -> CallAnswer:
         """Start (or attach to) a run and follow it; a caller who goes away first takes the run with it."""
         async with relayed_run(start, self._report, total, self._log) as handle:
+            if tracing.ENABLED:
+                tracing.annotate_request(handle.record)
             return await self._follow(handle, self._budget(wait, execution, tasks), tasks=tasks)
 
     async def watch(self, handle: RunHandle, wait: float) -> RunRecord:

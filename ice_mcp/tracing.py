@@ -1,0 +1,391 @@
+"""OpenTelemetry tracing of runs, optional: off (and the SDK never imported) unless the standard OTEL_* variables
+turn it on; then one trace per run, a span per node attempt, model calls and tool calls beneath.
+
+Span ids of runs and node attempts are derived from the run id, the node path and the attempt, so every process
+that runs part of a run (a resumed server, any Temporal worker) hangs its spans under the same parents, and a
+replayed attempt that was exported before keeps its id. The run's own context is kept in its record.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Awaitable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ice_mcp.store.records import RunRecord
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Read before any span work: tracing off costs one test of this flag per node (the no-op API costs ~6 µs a span).
+ENABLED = False
+# Prompts, answers, tool arguments and outputs (and error messages, which can quote them) go out only when asked.
+CAPTURE_CONTENT = False
+_tracer: Any = None
+# The ids the span being made now takes (set and read in one synchronous step, so per thread is enough).
+_forced = threading.local()
+_shutdown: Any = None
+
+CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# OpenTelemetry's GenAI names for our providers (custom names pass through).
+GEN_AI_PROVIDERS = {"gemini": "gcp.gemini", "google": "gcp.gemini", "local": "llama.cpp"}
+CONTENT_CHARS = 4096  # a captured prompt, answer or output is cut here
+
+
+# -- ids and trace context (pure: the Temporal workflow computes them too) ---------------------------------------
+
+def span_id_of(run_id: str, path: str = "", attempt: int = 0) -> str:
+    """A run's span id (`path` empty) or one node attempt's: 16 hex digits, never all zero."""
+    digest = hashlib.blake2b(f"{run_id}\x00{path}\x00{attempt}".encode(), digest_size=8).hexdigest()
+    return digest if digest != "0" * 16 else "0" * 15 + "1"
+
+
+def traceparent_of(traceparent: str, span_id: str) -> str:
+    """The context of span `span_id` in the trace of `traceparent` (same trace id and flags)."""
+    return f"{traceparent[:36]}{span_id}{traceparent[52:]}"
+
+
+def parse_traceparent(value: object) -> tuple[str, str, str] | None:
+    """(trace id, span id, flags) of a W3C `traceparent`, or None when malformed (ignored, never an error)."""
+    if not isinstance(value, str) or len(value) != 55 or value[2] != "-" or value[35] != "-" or value[52] != "-":
+        return None
+    version, trace_id, span_id, flags = value[:2], value[3:35], value[36:52], value[53:]
+    try:
+        int(version, 16), int(trace_id, 16), int(span_id, 16), int(flags, 16)
+    except ValueError:
+        return None
+    if version == "ff" or trace_id == "0" * 32 or span_id == "0" * 16 or value != value.lower():
+        return None
+    return trace_id, span_id, flags
+
+
+def trace_id_of(record: RunRecord) -> str | None:
+    parsed = parse_traceparent(record.traceparent)
+    return parsed[0] if parsed else None
+
+
+# -- set-up --------------------------------------------------------------------------------------------------------
+
+def wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the standard variables ask for traces (the SDK reads OTEL_TRACES_EXPORTER only in its private
+    auto-configuration, so it is read here)."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = {e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if e.strip()}
+    if exporters:
+        return exporters != {"none"}
+    return bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def configure(environ: Mapping[str, str] = os.environ, *, stdio: bool = False) -> bool:
+    """Turn tracing on when the environment asks for it (once per process); True when it is on.
+    `stdio`: stdout carries JSON-RPC, so a console exporter writes to stderr."""
+    if ENABLED or not wanted(environ):
+        return ENABLED
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    except ImportError:
+        logger.warning("tracing is asked for (OTEL_*) but its packages are missing: pip install 'ice_mcp[otel]'")
+        return False
+    names = [e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if e.strip()]
+    exporters: list[Any] = []
+    for name in names:
+        if name == "otlp":
+            protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", ""))
+            if protocol.strip() not in ("", "http/protobuf"):
+                logger.warning("OTLP protocol %r is not supported here; traces go over http/protobuf", protocol)
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        elif name == "console":
+            exporters.append(ConsoleSpanExporter(out=sys.stderr) if stdio else ConsoleSpanExporter())
+        elif name != "none":
+            logger.warning("unknown traces exporter %r (OTEL_TRACES_EXPORTER): use otlp, console or none", name)
+    if not exporters:
+        return False
+    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; ours is the default name.
+    resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "ice-mcp"})
+    provider = TracerProvider(resource=resource, id_generator=_id_generator())
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    install(provider, capture_content=environ.get(CAPTURE_VARIABLE, "").strip().lower() == "true")
+    return True
+
+
+def install(provider: Any, *, capture_content: bool = False) -> None:
+    """Trace with `provider` (an SDK TracerProvider built with `id_generator()`; tests pass an in-memory one)."""
+    global ENABLED, CAPTURE_CONTENT, _tracer, _shutdown
+    from opentelemetry import trace
+
+    if trace.get_tracer_provider() is not provider:
+        trace.set_tracer_provider(provider)  # the SDK's request spans use it too (set once per process)
+    _tracer = provider.get_tracer("ice_mcp")
+    CAPTURE_CONTENT = capture_content
+    ENABLED = True
+    if _shutdown is None:
+        _shutdown = provider.shutdown
+        atexit.register(shutdown)
+
+
+def disable() -> None:
+    """Stop tracing runs (tests; the provider, set once per process, stays for the SDK's own spans)."""
+    global ENABLED
+    ENABLED = False
+
+
+def shutdown() -> None:
+    """Export what is queued (at exit, and when a stdio session ends)."""
+    if _shutdown is not None:
+        with contextlib.suppress(Exception):
+            _shutdown()
+
+
+def id_generator() -> Any:
+    """The SDK id generator with our derived ids: random unless a span id was chosen for the span being made."""
+    return _id_generator()
+
+
+def _id_generator() -> Any:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class DerivedIds(RandomIdGenerator):
+        def generate_span_id(self) -> int:
+            return getattr(_forced, "span_id", None) or super().generate_span_id()
+
+        def generate_trace_id(self) -> int:
+            return getattr(_forced, "trace_id", None) or super().generate_trace_id()
+
+    return DerivedIds()
+
+
+@contextlib.contextmanager
+def _ids(trace_id: str | None, span_id: str) -> Iterator[None]:
+    _forced.trace_id, _forced.span_id = (int(trace_id, 16) if trace_id else None), int(span_id, 16)
+    try:
+        yield
+    finally:
+        _forced.trace_id = _forced.span_id = None
+
+
+def _parent(traceparent: str | None) -> Any:
+    """An OTel context whose current span is the remote span `traceparent` names (None: a new root)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    parsed = parse_traceparent(traceparent)
+    if parsed is None:
+        return None
+    trace_id, span_id, flags = parsed
+    context = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))
+    return trace.set_span_in_context(NonRecordingSpan(context))
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
+
+
+# -- runs ------------------------------------------------------------------------------------------------------------
+
+def begin_run(record: RunRecord) -> None:
+    """Give a new run its trace context: under the span current now (the SDK's `tools/call` span, which follows
+    the request's `_meta.traceparent`), or a trace of its own. A run that already has one keeps it."""
+    if not ENABLED or record.traceparent is not None:
+        return
+    from opentelemetry import trace
+
+    current = trace.get_current_span().get_span_context()
+    span_id = span_id_of(record.run_id)
+    if current.is_valid:
+        record.traceparent = f"00-{current.trace_id:032x}-{span_id}-{int(current.trace_flags):02x}"
+        record.trace_parent_span = f"{current.span_id:016x}"
+    else:
+        record.traceparent = f"00-{secrets.token_hex(16)}-{span_id}-01"
+
+
+def annotate_request(record: RunRecord) -> None:
+    """Name the run on the span current now: the SDK's `tools/call` span (reused, never a second one)."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes({"ice.run.id": record.run_id, "ice.workflow": record.workflow,
+                             "ice.trigger.kind": str((record.trigger or {}).get("kind") or "call")})
+
+
+def workflow_operation() -> str:
+    """`invoke_workflow`, or `invoke_agent` for the newer GenAI conventions (OTEL_SEMCONV_STABILITY_OPT_IN)."""
+    opt_in = os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")
+    return "invoke_agent" if "gen_ai_latest_experimental" in opt_in else "invoke_workflow"
+
+
+def end_run(record: RunRecord) -> None:
+    """The run's span, made once when the run ends, from its record (start and end times included): a run
+    that outlives its server, waits for days or moves between Temporal workers keeps no span open meanwhile."""
+    if not ENABLED or _tracer is None or not record.done:
+        return
+    parsed = parse_traceparent(record.traceparent)
+    if parsed is None:
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    trace_id, span_id, flags = parsed
+    parent = _parent(f"00-{trace_id}-{record.trace_parent_span}-{flags}") if record.trace_parent_span else None
+    operation = workflow_operation()
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": operation, "ice.run.id": record.run_id, "ice.workflow": record.workflow,
+        "ice.trigger.kind": str((record.trigger or {}).get("kind") or "call"), "ice.run.status": record.status,
+        "gen_ai.usage.input_tokens": record.usage.input_tokens,
+        "gen_ai.usage.output_tokens": record.usage.output_tokens,
+        "gen_ai.usage.cost": record.cost_usd, "ice.cost_usd": record.cost_usd}
+    if record.retry_of:
+        attributes["ice.run.retry_of"] = record.retry_of
+    with _ids(None if parent is not None else trace_id, span_id):
+        span = _tracer.start_span(f"{operation} {record.workflow}", context=parent, kind=SpanKind.INTERNAL,
+                                  attributes=attributes, start_time=_ns(record.started_at))
+    if record.status != "succeeded":
+        error = record.error or {}
+        span.set_attribute("error.type", str(error.get("code") or record.status))
+        span.set_status(Status(StatusCode.ERROR, _message(error)))
+    span.end(end_time=_ns(record.finished_at))
+
+
+def _failed(span: Any, exc: BaseException) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    code = str(getattr(exc, "code", "") or type(exc).__name__)
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR, str(exc)[:CONTENT_CHARS] if CAPTURE_CONTENT else code))
+
+
+def _message(error: Mapping[str, Any]) -> str | None:
+    if CAPTURE_CONTENT:
+        return str(error.get("message", ""))[:CONTENT_CHARS]
+    return str(error.get("code") or "error")
+
+
+# -- node attempts -----------------------------------------------------------------------------------------------
+
+async def node_attempt(work: Awaitable[T], parent: str, span_id: str, node_id: str, node_type: str,
+                       attempt: int) -> T:
+    """Await one attempt of one node inside its span `node {id}`, current while it runs (so model calls, tool
+    calls and upstream MCP requests hang beneath it)."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    with _ids(None, span_id):
+        span = _tracer.start_span(f"node {node_id}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes={
+            "ice.node.id": node_id, "ice.node.type": node_type, "ice.node.attempt": attempt})
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        result = await work
+    except BaseException as exc:
+        _failed(span, exc)
+        raise
+    else:
+        span.set_status(Status(StatusCode.OK))
+        return result
+    finally:
+        otel_context.detach(token)
+        span.end()
+
+
+def finished_node_span(parent: str, span_id: str, node_id: str, node_type: str, attempt: int,
+                       start: float, end: float, error: Mapping[str, Any] | None) -> None:
+    """The span of a node attempt that ran in a Temporal workflow (a condition, a container), made by the worker
+    that journals its end: the workflow itself never emits (it is replayed)."""
+    if not ENABLED or _tracer is None:
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    with _ids(None, span_id):
+        span = _tracer.start_span(f"node {node_id}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes={
+            "ice.node.id": node_id, "ice.node.type": node_type, "ice.node.attempt": attempt},
+            start_time=_ns(start))
+    if error is not None:
+        span.set_attribute("error.type", str(error.get("code") or "error"))
+        span.set_status(Status(StatusCode.ERROR, _message(error)))
+    else:
+        span.set_status(Status(StatusCode.OK))
+    span.end(end_time=_ns(end))
+
+
+# -- model and tool calls (inside a node span) ------------------------------------------------------------------------
+
+def gen_ai_provider(provider: str) -> str:
+    return GEN_AI_PROVIDERS.get(provider, provider)
+
+
+@contextlib.contextmanager
+def chat_span(provider: str, model: str) -> Iterator[Any]:
+    """A `chat {model}` client span around one model call; the caller records usage on what this yields."""
+    from opentelemetry.trace import SpanKind
+
+    span = _tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.provider.name": gen_ai_provider(provider),
+        "gen_ai.request.model": model})
+    try:
+        yield span
+    except GeneratorExit:  # a stream its reader stopped early
+        raise
+    except BaseException as exc:
+        _failed(span, exc)
+        raise
+    finally:
+        span.end()
+
+
+def record_completion(span: Any, model: str, input_tokens: int, output_tokens: int, cost_usd: float,
+                      text: str | None = None) -> None:
+    span.set_attributes({"gen_ai.response.model": model, "gen_ai.usage.input_tokens": input_tokens,
+                         "gen_ai.usage.output_tokens": output_tokens, "gen_ai.usage.cost": cost_usd,
+                         "ice.cost_usd": cost_usd})
+    if CAPTURE_CONTENT and text is not None:
+        span.set_attribute("gen_ai.output.messages", text[:CONTENT_CHARS])
+
+
+@contextlib.contextmanager
+def tool_span(tool: str, arguments: Any = None) -> Iterator[Any]:
+    """An `execute_tool {tool}` span around one tool call."""
+    from opentelemetry.trace import SpanKind
+
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+    if CAPTURE_CONTENT and arguments is not None:
+        attributes["gen_ai.tool.call.arguments"] = _json(arguments)
+    span = _tracer.start_span(f"execute_tool {tool}", kind=SpanKind.INTERNAL, attributes=attributes)
+    try:
+        yield span
+    except BaseException as exc:
+        _failed(span, exc)
+        raise
+    finally:
+        span.end()
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, default=str)[:CONTENT_CHARS]
+    except (TypeError, ValueError):
+        return repr(value)[:CONTENT_CHARS]
+
+
+def current_trace_id() -> str | None:
+    """The trace id of the span current now (logs), or None."""
+    if not ENABLED:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}" if context.is_valid else None
