@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ice_mcp.engines.base import Engine, Launch, LiveRuns, RunHandle
 from ice_mcp.engines.embedded import EmbeddedEngine
+from ice_mcp.engines.prometheus import PrometheusMetrics
 from ice_mcp.errors import IceError
 
 if TYPE_CHECKING:
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 ENGINES = ("embedded", "temporal")
 
-__all__ = ["ENGINES", "EmbeddedEngine", "Engine", "Launch", "LiveRuns", "RunHandle", "open_engine"]
+__all__ = ["ENGINES", "EmbeddedEngine", "Engine", "Launch", "LiveRuns", "PrometheusMetrics", "RunHandle",
+           "open_engine"]
 
 
 def open_engine(orc: Orchestrator) -> Engine:
@@ -25,7 +27,7 @@ def open_engine(orc: Orchestrator) -> Engine:
         return EmbeddedEngine(orc.services, orc.runner, orc.workflow_plan, orc.stored_plan, orc.store, orc.owner,
                               runs, max_runs=orc.settings.max_concurrent_runs, observers=[orc.metrics.observe, orc.tell_watchers], sleep=orc.sleep,
                               questions=orc.questions, run_listeners=lambda record: [orc.questions_listener(record)],
-                              resume_network=orc.resume_network)
+                              resume_network=orc.resume_network, meter=orc.prometheus)
     if name == "temporal":
         from ice_mcp.engines.temporal.client import (
             TemporalEngine,  # temporalio loads only for this engine
