@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +26,11 @@ from mcp_helpers import (
 )
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from otlp_receiver import serve_receiver
 
 from ice_mcp import Orchestrator, Registry, Settings, tracing
 from ice_mcp.llm import LLMConfig, LLMService
@@ -233,84 +230,37 @@ def test_a_malformed_traceparent_is_ignored() -> None:
 # -- over the wire: a real server process, the real OTLP/HTTP exporter, a loopback receiver -------------------------
 
 
-class OtlpReceiver(http.server.ThreadingHTTPServer):
-    """POST /v1/traces → ExportTraceServiceRequest, kept; 200 with an empty body."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportTraceServiceRequest] = []
-        super().__init__(("127.0.0.1", 0), _OtlpHandler)
-
-    def spans(self) -> list[Any]:
-        return [span for request in list(self.requests) for resource in request.resource_spans
-                for scope in resource.scope_spans for span in scope.spans]
-
-    def service_names(self) -> set[str]:
-        return {attr.value.string_value for request in list(self.requests) for resource in request.resource_spans
-                for attr in resource.resource.attributes if attr.key == "service.name"}
-
-
-class _OtlpHandler(http.server.BaseHTTPRequestHandler):
-    server: OtlpReceiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        if self.path == "/v1/traces":
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            self.server.requests.append(request)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    server = OtlpReceiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.mark.slow
-async def test_the_real_exporter_sends_the_trace_to_an_otlp_receiver(tmp_path: Path, aimock: Any,
-                                                                     receiver: OtlpReceiver) -> None:
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    (folder / "traced.json").write_text(json.dumps(BLUEPRINT))
-    env = {**subprocess_env(tmp_path), **aimock.env(), "OTEL_SERVICE_NAME": "ice-test", "OTEL_BSP_SCHEDULE_DELAY": "100",
-           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_port}"}
-    with serve_subprocess("--blueprints", str(folder), "--tools", "mcp_fixture_tools", env=env) as url:
-        with caller_trace():
-            async with http_client(url, token=ADMIN) as client:
-                result = await client.call_tool("workflow_traced", {"value": "x"}, meta={"traceparent": TRACEPARENT})
-        envelope = structured(result)
-        assert envelope["status"] == "succeeded", envelope
-        for _ in range(600):
-            names = [span.name for span in receiver.spans()]
-            if "invoke_workflow traced" in names:
-                break
-            await asyncio.sleep(0.05)
-    everything = receiver.spans()  # initialize and tools/list have traces of their own
-    found = [span for span in everything if span.trace_id.hex() == TRACE_ID]
-    named = {span.name: span for span in found}
-    assert {span.name for span in everything if span.trace_id.hex() != TRACE_ID} <= {
-        "initialize", "notifications/initialized", "tools/list", "server/discover"}
-    assert receiver.service_names() == {"ice-test"}
-    assert len(found) >= 7 and set(named) >= NODE_SPANS, sorted(named)
-    request, run = named["tools/call workflow_traced"], named["invoke_workflow traced"]
-    assert request.parent_span_id  # the caller's (its SDK client span, under the caller's trace)
-    assert run.parent_span_id == request.span_id
-    assert named["node fan[0].a"].parent_span_id == named["node fan"].span_id
-    chat = named["chat gpt-4o-mini"]
-    tokens = {a.key: a.value.int_value for a in chat.attributes if a.key.startswith("gen_ai.usage.")}
-    record = envelope["run_id"]
-    assert tokens["gen_ai.usage.input_tokens"] > 0 and tokens["gen_ai.usage.output_tokens"] > 0, record
+async def test_the_real_exporter_sends_the_trace_to_an_otlp_receiver(tmp_path: Path, aimock: Any) -> None:
+    with serve_receiver() as receiver:
+        folder = tmp_path / "blueprints"
+        folder.mkdir()
+        (folder / "traced.json").write_text(json.dumps(BLUEPRINT))
+        env = {**subprocess_env(tmp_path), **aimock.env(), "OTEL_SERVICE_NAME": "ice-test", "OTEL_BSP_SCHEDULE_DELAY": "100",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.server_port}"}
+        with serve_subprocess("--blueprints", str(folder), "--tools", "mcp_fixture_tools", env=env) as url:
+            with caller_trace():
+                async with http_client(url, token=ADMIN) as client:
+                    result = await client.call_tool("workflow_traced", {"value": "x"}, meta={"traceparent": TRACEPARENT})
+            envelope = structured(result)
+            assert envelope["status"] == "succeeded", envelope
+            for _ in range(600):
+                names = [span.name for span in receiver.spans()]
+                if "invoke_workflow traced" in names:
+                    break
+                await asyncio.sleep(0.05)
+        everything = receiver.spans()  # initialize and tools/list have traces of their own
+        found = [span for span in everything if span.trace_id.hex() == TRACE_ID]
+        named = {span.name: span for span in found}
+        assert {span.name for span in everything if span.trace_id.hex() != TRACE_ID} <= {
+            "initialize", "notifications/initialized", "tools/list", "server/discover"}
+        assert receiver.service_names() == {"ice-test"}
+        assert len(found) >= 7 and set(named) >= NODE_SPANS, sorted(named)
+        request, run = named["tools/call workflow_traced"], named["invoke_workflow traced"]
+        assert request.parent_span_id  # the caller's (its SDK client span, under the caller's trace)
+        assert run.parent_span_id == request.span_id
+        assert named["node fan[0].a"].parent_span_id == named["node fan"].span_id
+        chat = named["chat gpt-4o-mini"]
+        tokens = {a.key: a.value.int_value for a in chat.attributes if a.key.startswith("gen_ai.usage.")}
+        record = envelope["run_id"]
+        assert tokens["gen_ai.usage.input_tokens"] > 0 and tokens["gen_ai.usage.output_tokens"] > 0, record
