@@ -33,6 +33,8 @@ _tracer: Any = None
 # The ids the span being made now takes (set and read in one synchronous step, so per thread is enough).
 _forced = threading.local()
 _shutdown: Any = None
+_parents: dict[str, Any] = {}  # parent contexts by traceparent
+PARENTS_KEPT = 4096
 
 CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # OpenTelemetry's GenAI names for our providers (custom names pass through).
@@ -106,7 +108,7 @@ def configure(environ: Mapping[str, str] = os.environ, *, stdio: bool = False) -
                 logger.warning("OTLP protocol %r is not supported here; traces go over http/protobuf", protocol)
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            exporters.append(OTLPSpanExporter())
+            exporters.append(OTLPSpanExporter(endpoint=_traces_endpoint(environ)))
         elif name == "console":
             exporters.append(ConsoleSpanExporter(out=sys.stderr) if stdio else ConsoleSpanExporter())
         elif name != "none":
@@ -120,6 +122,16 @@ def configure(environ: Mapping[str, str] = os.environ, *, stdio: bool = False) -
         provider.add_span_processor(BatchSpanProcessor(exporter))
     install(provider, capture_content=environ.get(CAPTURE_VARIABLE, "").strip().lower() == "true")
     return True
+
+
+def _traces_endpoint(environ: Mapping[str, str]) -> str | None:
+    """OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces` (the spec's
+    rule), read from `environ` rather than the process's environment."""
+    if traces := environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return traces
+    if base := environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return base.rstrip("/") + "/v1/traces"
+    return None
 
 
 def install(provider: Any, *, capture_content: bool = False) -> None:
@@ -178,7 +190,11 @@ def _ids(trace_id: str | None, span_id: str) -> Iterator[None]:
 
 
 def _parent(traceparent: str | None) -> Any:
-    """An OTel context whose current span is the remote span `traceparent` names (None: a new root)."""
+    """An OTel context whose current span is the remote span `traceparent` names (None: a new root); kept, since
+    every node of a graph level shares its parent."""
+    context = _parents.get(traceparent) if traceparent is not None else None
+    if context is not None:
+        return context
     from opentelemetry import trace
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
@@ -186,8 +202,11 @@ def _parent(traceparent: str | None) -> Any:
     if parsed is None:
         return None
     trace_id, span_id, flags = parsed
-    context = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))
-    return trace.set_span_in_context(NonRecordingSpan(context))
+    remote = SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))
+    if len(_parents) >= PARENTS_KEPT:
+        _parents.clear()
+    context = _parents[traceparent] = trace.set_span_in_context(NonRecordingSpan(remote))  # type: ignore[index]
+    return context
 
 
 def _ns(seconds: float | None) -> int | None:
@@ -278,23 +297,22 @@ def _message(error: Mapping[str, Any]) -> str | None:
 async def node_attempt(work: Awaitable[T], parent: str, span_id: str, node_id: str, node_type: str,
                        attempt: int) -> T:
     """Await one attempt of one node inside its span `node {id}`, current while it runs (so model calls, tool
-    calls and upstream MCP requests hang beneath it)."""
+    calls and upstream MCP requests hang beneath it). A success leaves the status unset, as OTel advises."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    with _ids(None, span_id):
-        span = _tracer.start_span(f"node {node_id}", context=_parent(parent), kind=SpanKind.INTERNAL, attributes={
+    _forced.span_id = int(span_id, 16)
+    try:
+        span = _tracer.start_span(f"node {node_id}", context=_parent(parent), attributes={
             "ice.node.id": node_id, "ice.node.type": node_type, "ice.node.attempt": attempt})
+    finally:
+        _forced.span_id = None
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
-        result = await work
+        return await work
     except BaseException as exc:
         _failed(span, exc)
         raise
-    else:
-        span.set_status(Status(StatusCode.OK))
-        return result
     finally:
         otel_context.detach(token)
         span.end()
@@ -315,8 +333,6 @@ def finished_node_span(parent: str, span_id: str, node_id: str, node_type: str, 
     if error is not None:
         span.set_attribute("error.type", str(error.get("code") or "error"))
         span.set_status(Status(StatusCode.ERROR, _message(error)))
-    else:
-        span.set_status(Status(StatusCode.OK))
     span.end(end_time=_ns(end))
 
 

@@ -76,7 +76,7 @@ async def dispatch(call: NodeCall) -> NodeResult:
     tuning = runner.tuning
     task = NodeTask(call.run_id, call.ctx.path, call.ctx.depth, runner.node_document(call.node), rendered,
                     call.attempt, call.spend.remaining(), call.ctx.globals, runner.caller.name,
-                    runner.caller.budget_usd, tuning.heartbeat_seconds)
+                    runner.caller.budget_usd, tuning.heartbeat_seconds, call.ctx.trace_parent)
     timeout = NO_TIMEOUT if spec.timeout_seconds is None else timedelta(
         seconds=spec.timeout_seconds + TIMEOUT_GRACE_SECONDS)
     with runner.in_flight():
@@ -189,6 +189,8 @@ class WorkflowRunner(Runner):
     `human` nodes wait on (answered by signal), and a gate that holds new activities while the run prepares to
     continue as new."""
 
+    emits_spans = False  # replayed at will: its activities make the spans of the nodes they run, the worker the rest
+
     def __init__(self, run_id: str, workflows: dict[str, dict[str, Any]], caller: CallerSpend, tuning: Tuning,
                  sink: EventSink) -> None:
         super().__init__(now=lambda: workflow.now().timestamp(), perf=workflow.time)
@@ -280,7 +282,7 @@ class WorkflowRunner(Runner):
         start = NestedStart(ctx.run_id, ctx.path, ctx.depth, plan.source(), inputs, workflows=self.workflows,
                             globals=ctx.globals, caller=self.caller.name, caller_budget_usd=self.caller.budget_usd,
                             caller_spent_usd=self.caller.cost_usd, budget_left_usd=ctx.spend.remaining(),
-                            tuning=self.tuning, trigger=ctx.trigger)
+                            tuning=self.tuning, trigger=ctx.trigger, trace_parent=ctx.trace_parent)
         child = self._children[ctx.path] = f"{ctx.run_id}/{ctx.path.rstrip('.')}"
         with self.in_flight():
             try:

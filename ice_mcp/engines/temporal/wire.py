@@ -67,6 +67,7 @@ class NestedStart(InRun, Invocation):
 
     blueprint: dict[str, Any]
     inputs: dict[str, Any]
+    trace_parent: str | None = None  # the span its nodes' spans hang under (its `workflow` node's)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class NodeTask(InRun):
     caller: str | None = None
     caller_budget_usd: float | None = None
     heartbeat_seconds: float = 3.0
+    trace_parent: str | None = None  # the span this attempt's span hangs under (None: the run is not traced)
 
 
 @dataclass(slots=True)

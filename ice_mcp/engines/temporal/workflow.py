@@ -91,7 +91,7 @@ class RunWorkflow:
             replay = dataclasses.replace(replay or Replay(), reused_from=record.retry_of)
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=plan.blueprint.budget_usd, parent=parent),
                          runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals), replay=replay,
-                         questions=runner.questions)
+                         questions=runner.questions, trace_parent=record.traceparent)
         execution = asyncio.create_task(runner.execute(plan, record, ctx))
         try:
             await workflow.wait_condition(lambda: execution.done() or runner.drained)
@@ -135,7 +135,8 @@ class NestedWorkflow:
         self.asking = runner, events
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
                          runner, runner.catalogue, sleep=asyncio.sleep, depth=start.depth, path=start.path,
-                         globals=dict(start.globals), trigger=dict(start.trigger), questions=runner.questions)
+                         globals=dict(start.globals), trigger=dict(start.trigger), questions=runner.questions,
+                         trace_parent=start.trace_parent)
         try:
             plan = PLANS.plan(start.blueprint)
             result = await runner.run_nested(plan, start.inputs, ctx)
