@@ -28,11 +28,12 @@ from hypothesis import settings as hypothesis_settings
 
 from ice_mcp import Orchestrator, Registry, Settings
 
-# The server tests' helpers (mcp_helpers, live) serve other folders too; appended, so no folder's conftest
+# The server and observability tests' helpers (mcp_helpers, live, otlp_receiver) serve other folders too; appended, so no folder's conftest
 # module is shadowed (several folders import theirs as `conftest`).
-SERVER_TESTS = str(Path(__file__).resolve().parent / "server")
-if SERVER_TESTS not in sys.path:
-    sys.path.append(SERVER_TESTS)
+for helpers in ("server", "observability"):
+    folder = str(Path(__file__).resolve().parent / helpers)
+    if folder not in sys.path:
+        sys.path.append(folder)
 
 # No test asserts on time, Hypothesis's own checks included: a loaded 2-core CI machine is slow, not wrong.
 hypothesis_settings.register_profile("ice_mcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])

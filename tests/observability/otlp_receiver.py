@@ -1,4 +1,5 @@
-"""A loopback OTLP/HTTP receiver: what the real exporter sends, parsed with the exporter's own protobuf classes."""
+"""Where test spans land: a loopback OTLP/HTTP receiver (what the real exporter sends, parsed with the exporter's
+own protobuf classes), and the SDK's in-memory exporter behind this process's one provider."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ice_mcp import tracing
 
 
 class OtlpReceiver(http.server.ThreadingHTTPServer):
@@ -68,3 +75,23 @@ def serve_receiver() -> Iterator[OtlpReceiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+_MEMORY = InMemorySpanExporter()
+
+
+@contextlib.contextmanager
+def memory_spans() -> Iterator[InMemorySpanExporter]:
+    """Runs of this process traced into memory while inside (OpenTelemetry allows one provider per process: the
+    first call installs it, later ones reuse it)."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider(id_generator=tracing.id_generator())
+        provider.add_span_processor(SimpleSpanProcessor(_MEMORY))
+    tracing.install(provider)
+    _MEMORY.clear()
+    try:
+        yield _MEMORY
+    finally:
+        tracing.disable()
+        _MEMORY.clear()

@@ -26,11 +26,10 @@ from mcp_helpers import (
 )
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-from otlp_receiver import serve_receiver
+from otlp_receiver import memory_spans, serve_receiver
 
 from ice_mcp import Orchestrator, Registry, Settings, tracing
 from ice_mcp.llm import LLMConfig, LLMService
@@ -55,25 +54,10 @@ BLUEPRINT: dict[str, Any] = {
 NODE_SPANS = {"node first", "node ask", "node check", "node fan", "node fan[0].a", "node fan[1].b"}
 
 
-# -- one provider per process (OpenTelemetry allows no other), runs traced only inside these tests -----------------
-
-_EXPORTER = InMemorySpanExporter()
-
-
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider(id_generator=tracing.id_generator())
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        tracing.install(provider)
-    else:
-        tracing.install(trace.get_tracer_provider())
-    _EXPORTER.clear()
-    try:
-        yield _EXPORTER
-    finally:
-        tracing.disable()
-        _EXPORTER.clear()
+    with memory_spans() as exporter:
+        yield exporter
 
 
 @pytest.fixture
