@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from otlp_receiver import OtlpReceiver, memory_spans, serve_receiver
 from temporal_cluster import llm_env, make_settings
-from test_failover import Marks, Workers, marks, with_test_tools, workers  # noqa: F401 (fixtures)
+from test_failover import Marks, Workers, with_test_tools
+from test_failover import marks as marks_fixture  # noqa: F401 (the `marks` fixture)
+from test_failover import workers as workers_fixture  # noqa: F401 (the `workers` fixture)
 
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.llm import LLMConfig, LLMService
