@@ -272,6 +272,7 @@ class Blueprint(_Model):
     execution: Literal["auto", "task"] = "auto"
     nodes: list[NodeSpec] = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    pinned: bool = False  # a large MCP catalogue still lists this workflow's own tool (ICE_MCP_CATALOGUE_MAX)
     schedules: list[DeclaredSchedule] = Field(default_factory=list)  # the workflow runs on its own
     limits: Limits | None = None  # held in the run store at admission, whatever starts the run
 

@@ -65,3 +65,7 @@ class ServerOptions:
     additions: ServerAdditions = field(default_factory=ServerAdditions)
     # List the tools of upstream MCP servers (`--mcp-config`) on this catalogue too (`--expose-upstream`).
     expose_upstream: bool = False
+    # Above this many workflows tools/list shows pinned ones only, plus workflow_search and workflow_start.
+    catalogue_max: int = field(default_factory=lambda: int(_env_float("ICE_MCP_CATALOGUE_MAX", 40)))
+    # Workflows listed however large the catalogue (`--pin NAME`), besides those whose blueprint says `pinned`.
+    pinned: tuple[str, ...] = ()

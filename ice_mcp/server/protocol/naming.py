@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Container
 
 KINDS = ("workflow", "tool", "agent")
 PORTABLE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -30,12 +31,14 @@ def shorten(name: str, limit: int) -> str:
     return f"{name[: limit - len(digest) - 1]}_{digest}"
 
 
-def advertised_name(kind: str, name: str, *, limit: int = 64, canonical: bool = False) -> str:
-    """The name clients see: portable characters only, at most `limit` long, stable across calls."""
+def advertised_name(kind: str, name: str, *, limit: int = 64, canonical: bool = False,
+                    reserved: Container[str] = ()) -> str:
+    """The name clients see: portable characters only, at most `limit` long, stable across calls, none of
+    the `reserved` names (a built-in tool's)."""
     raw = canonical_id(kind, name) if canonical else f"{kind}_{name}"
     safe = raw if canonical else _UNSAFE.sub("_", raw)
-    if safe != raw:
-        # Replacing characters could make two names collide: keep them apart with a hash.
+    if safe != raw or safe in reserved:
+        # Replacing characters could make two names collide, and a reserved name is taken: a hash sets it apart.
         digest = hashlib.sha256(raw.encode()).hexdigest()[:10]
         safe = f"{safe}_{digest}"
     return shorten(safe, limit)
