@@ -180,6 +180,29 @@ async def network_execute(call: BuiltinCall) -> Answer:
     return NetworkFollowed(handle, call.wait_budget(call.args.get("wait_seconds")), started=True, key=call.key)
 
 
+WORKFLOW_SEARCH = "workflow_search"
+WORKFLOW_START = "workflow_start"
+SEARCH_LIMIT = 10
+# What a workflow's own tool answers (envelope.ENVELOPE_SCHEMA's checks, described here: importing that module
+# would load the MCP SDK into the command line, which reads this table).
+STARTED_SCHEMA = {"type": "object", "required": ["run_id", "status"],
+                  "description": "the run's result envelope, as the workflow's own tool answers it: run_id, status "
+                                 "(succeeded, failed, running, input_required, ...), outputs, error, cost_usd, "
+                                 "duration_ms"}
+
+
+async def workflow_search(call: BuiltinCall) -> Answer:
+    if call.catalogue is None:
+        raise IceError(f"{WORKFLOW_SEARCH} is an MCP tool", code="unavailable")
+    limit = int(call.args.get("limit") or 5)
+    return Reply({"results": call.catalogue.search(call.args["query"], limit)})
+
+
+async def workflow_start(call: BuiltinCall) -> Answer:
+    # Never reached over MCP: tools/call turns workflow_start into the workflow's own call first (calls.py).
+    raise IceError(f"{WORKFLOW_START} is an MCP tool", code="unavailable")
+
+
 # -- the table -----------------------------------------------------------------------------------------
 
 _RUN_ID = {"run_id": {"type": "string"}}
@@ -270,6 +293,33 @@ BUILTINS: tuple[BuiltinTool, ...] = (
               "wait_seconds": WAIT_SCHEMA, "idempotency_key": KEY_SCHEMA}, ["manifest"]),
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         network_execute, scope="run", alias="network.execute", rpc="network.execute", cli=("network", "run")),
+    BuiltinTool(
+        WORKFLOW_SEARCH, "Find registered workflows by what they do, when there are more than the tool list shows: "
+        "the best matches over names, descriptions, input names and tags, each with its inputs schema. Run one "
+        "with workflow_start (or its own tool).",
+        obj_schema({"query": {"type": "string", "minLength": 1, "maxLength": 1000,
+                              "description": "what the workflow should do, in plain words"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT,
+                              "description": "how many results (default 5)"}}, ["query"]),
+        READ_ONLY, workflow_search,
+        output_schema=obj_schema({"results": {"type": "array", "description": "best first", "items": obj_schema({
+            "name": {"type": "string", "description": "the workflow's name, for workflow_start"},
+            "description": {"type": "string"},
+            "score": {"type": "number", "description": "relevance (BM25): higher is better"},
+            "tool": {"type": "string", "description": "its own tool, callable by this name"},
+            "inputs": {"type": "object", "description": "the JSON Schema its inputs must fit"}},
+            ["name", "description", "score", "tool", "inputs"])}}, ["results"])),
+    BuiltinTool(
+        WORKFLOW_START, "Run a registered workflow by name (workflow_search finds it), also one registered after "
+        "the tool list was read: the same run, result envelope, progress and task as calling its own tool.",
+        obj_schema({"name": {"type": "string", "minLength": 1,
+                             "description": "the workflow's name, as workflow_search answers it"},
+                    "inputs": {"type": "object", "description": "the workflow's inputs: an object that fits the "
+                               "inputs schema workflow_search answers"},
+                    "wait_seconds": WAIT_SCHEMA, "idempotency_key": KEY_SCHEMA}, ["name", "inputs"]),
+        # What it runs is known only at call time: the hints are those of the most a workflow may do.
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
+        workflow_start, scope="run", output_schema=STARTED_SCHEMA),
     *SCHEDULE_TOOLS,
     *HOOK_TOOLS,
     *NOTIFY_TOOLS,

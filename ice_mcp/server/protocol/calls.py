@@ -13,7 +13,7 @@ from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import BY_NAME
+from ice_mcp.server.protocol.builtins import BY_NAME, WORKFLOW_START
 from ice_mcp.server.protocol.catalogue import Catalogue, Entry
 from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result, run_result
 from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
@@ -81,6 +81,12 @@ class ToolCalls:
         log: RunLog | None = None,
         way: CallWay = PLAIN,
     ) -> CallAnswer:
+        wait: float | None = None  # the transport's default
+        if entry.kind == "builtin" and entry.target == WORKFLOW_START:
+            try:  # from here on it is the workflow's own call: same checks, run, progress, task and result
+                entry, arguments, wait = self._started(entry, arguments)
+            except IceError as exc:
+                return error_result(exc.code, self._message(entry, exc), exc.details)
         if (why := self.refusal(entry)) is not None:
             return error_result("forbidden", why)
         if (where := lone_surrogate(arguments)) is not None:
@@ -101,7 +107,7 @@ class ToolCalls:
                 return await follow.start(
                     lambda on_event: orc.start(plan, arguments, idempotency_key=key, on_event=on_event,
                                                caller=caller),
-                    total=len(plan.graph.nodes), execution=plan.blueprint.execution)
+                    total=len(plan.graph.nodes), execution=plan.blueprint.execution, wait=wait)
             if entry.kind == "tool":
                 arguments.pop("idempotency_key", None)
                 return await follow.start(
@@ -118,6 +124,15 @@ class ToolCalls:
             return await self._builtin(entry, arguments, key, admin, follow, caller)
         except IceError as exc:
             return error_result(exc.code, self._message(entry, exc), exc.details)
+
+    def _started(self, entry: Entry, arguments: dict[str, Any]) -> tuple[Entry, dict[str, Any], float | None]:
+        """workflow_start(name, inputs, wait_seconds?, idempotency_key?) as the call of that workflow's tool."""
+        check_arguments(entry.schema, arguments)
+        inputs = dict(arguments["inputs"])
+        if "idempotency_key" in arguments:  # where the workflow's own tool takes it too
+            inputs["idempotency_key"] = arguments["idempotency_key"]
+        wait = self.wait_budget(arguments["wait_seconds"]) if "wait_seconds" in arguments else None
+        return self._catalogue.workflow(arguments["name"]), inputs, wait
 
     @staticmethod
     def _message(entry: Entry, exc: IceError) -> str:

@@ -1,23 +1,46 @@
-"""The MCP tool catalogue, rebuilt from the orchestrator's registry whenever it changes."""
+"""The MCP tool catalogue, rebuilt from the orchestrator's registry whenever it changes.
+
+Above `catalogue_max` workflows (ICE_MCP_CATALOGUE_MAX) the list stays short for clients that cap or page it:
+pinned workflows only, found otherwise through workflow_search and run through workflow_start; every tool
+stays callable by its own name.
+"""
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
+from ice_mcp.errors import IceError
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
-from ice_mcp.server.protocol.builtins import ALIASES, BUILTINS, BY_NAME
+from ice_mcp.server.protocol.builtins import (
+    ALIASES,
+    BUILTINS,
+    BY_NAME,
+    SEARCH_LIMIT,
+    WORKFLOW_START,
+)
 from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
+from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
+from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
+from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.schema import flatten_schema
-from ice_mcp.server.protocol.tool_table import BuiltinTool
+from ice_mcp.server.protocol.search import SearchDoc, SearchIndex
+from ice_mcp.server.protocol.tool_table import BuiltinTool, Hints
 from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
+# In a large catalogue the list keeps running and steering runs; the trigger families (20 tools) stay
+# callable by name but unlisted, or the built-ins alone would pass what clients take (Cursor sends 40 tools).
+UNLISTED_WHEN_LARGE = frozenset(tool.name for tool in (*SCHEDULE_TOOLS, *HOOK_TOOLS, *NOTIFY_TOOLS))
+DESCRIPTION_CHARS = 500  # of a description in workflow_search's results
+# On a read-only server workflow_start runs only workflows whose every node reads (calls.py refuses the rest).
+READ_ONLY_START = Hints(read_only=True, destructive=False, idempotent=False, open_world=True)
 AGENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
@@ -35,6 +58,7 @@ class Entry:
     tool: types.Tool
     admin: bool = False
     scope: str = "ice:run"  # what an OAuth token needs to call it (built-ins declare theirs)
+    pinned: bool = False  # a workflow listed however large the catalogue
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -50,18 +74,25 @@ class Catalogue:
         self._entries: list[Entry] | None = None
         self._by_name: dict[str, Entry] = {}
         self._by_id: dict[tuple[str, str], Entry] = {}
+        self._large = False
+        self._index: SearchIndex | None = None
 
     def invalidate(self) -> None:
         self._entries = None
+        self._index = None
 
     # -- building -------------------------------------------------------------------------
 
     def _name(self, kind: str, name: str) -> str:
         if name in self._options.additions.bare_names:
             return name
-        return advertised_name(
-            kind, name, limit=self._options.max_name_length, canonical=self._options.canonical_names
-        )
+        # A workflow named `search` or `start` must not take workflow_search's or workflow_start's name.
+        return advertised_name(kind, name, limit=self._options.max_name_length,
+                               canonical=self._options.canonical_names, reserved=BY_NAME)
+
+    def _pinned(self, name: str, blueprint: Any) -> bool:
+        pins = self._options.pinned
+        return bool(blueprint.pinned) or name in pins or self._name("workflow", name) in pins
 
     def _meta(self, kind: str, name: str) -> dict[str, Any]:
         return {META_KEY: canonical_id(kind, name)}
@@ -81,7 +112,7 @@ class Catalogue:
                 annotations=workflow_annotations(bp, registry, title=cid),
                 _meta=self._meta("workflow", name),
             )
-            out.append(Entry(tool.name, "workflow", name, tool))
+            out.append(Entry(tool.name, "workflow", name, tool, pinned=self._pinned(name, bp)))
         for name in sorted(registry.tools):
             entry = registry.tools[name]
             upstream = isinstance(entry, SchemaToolEntry) and entry.server is not None
@@ -122,6 +153,8 @@ class Catalogue:
     def _builtin_entry(self, builtin: BuiltinTool) -> Entry:
         name = builtin.alias if (self._options.canonical_names and builtin.alias) else builtin.name
         meta, hints = {META_KEY: builtin.alias or builtin.name}, builtin.annotations
+        if builtin.name == WORKFLOW_START and self._options.read_only:
+            hints = READ_ONLY_START
         tool = types.Tool(
             name=name,
             title=builtin.alias or builtin.name,
@@ -147,7 +180,13 @@ class Catalogue:
             self._entries = list(by_name.values())
             self._by_name = by_name
             self._by_id = {(e.kind, e.target): e for e in self._entries}
+            self._large = len(self._searchable()) > self._options.catalogue_max
         return self._entries
+
+    def _searchable(self) -> list[Entry]:
+        """The workflows a caller may find: those the server lists (before the size cut) and would run."""
+        assert self._entries is not None
+        return [e for e in self._entries if e.kind == "workflow" and self._listed(e) and self.allowed(e)]
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -166,13 +205,68 @@ class Catalogue:
         return not self._options.read_only or bool(hints is not None and hints.read_only_hint)
 
     def listed(self, *, admin: bool, scopes: frozenset[str] | None = None) -> list[types.Tool]:
-        """What a caller may call: admin tools for an admin; with OAuth, only what its token's scopes allow."""
+        """What a caller may call: admin tools for an admin; with OAuth, only what its token's scopes allow;
+        in a large catalogue, pinned workflows only and no trigger tools."""
+        entries = self.entries()
         return [
             e.tool
-            for e in self.entries()
+            for e in entries
             if self._listed(e) and (admin or not e.admin) and self.allowed(e)
-            and (scopes is None or e.scope in scopes)
+            and (scopes is None or e.scope in scopes) and (not self._large or self._kept_when_large(e))
         ]
+
+    @staticmethod
+    def _kept_when_large(entry: Entry) -> bool:
+        if entry.kind == "workflow":
+            return entry.pinned
+        return entry.kind != "builtin" or entry.target not in UNLISTED_WHEN_LARGE
+
+    @property
+    def large(self) -> bool:
+        """More workflows than `catalogue_max`: tools/list shows the pinned ones only."""
+        self.entries()
+        return self._large
+
+    # -- workflow_search and workflow_start ------------------------------------------------
+
+    def _search_index(self) -> SearchIndex:
+        self.entries()  # a registry change drops both: the entries first, then the index built from them
+        if self._index is None:
+            workflows = self._orc.registry.workflows
+            self._index = SearchIndex(search_doc(workflows[e.target].blueprint) for e in self._searchable()
+                                      if e.target in workflows)
+        return self._index
+
+    def search(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """workflow_search's results: the best workflows for `query`, best first, each with its tool and inputs."""
+        results = []
+        for hit in self._search_index().search(query, max(1, min(limit, SEARCH_LIMIT))):
+            entry = self._by_id.get(("workflow", hit.name))
+            if entry is not None:
+                results.append({"name": hit.name, "description": (entry.tool.description or "")[:DESCRIPTION_CHARS],
+                                "score": hit.score, "tool": entry.name, "inputs": entry.schema})
+        return results
+
+    def workflow(self, name: str) -> Entry:
+        """workflow_start's workflow: by its name (its tool's name or canonical id do too); raises IceError
+        `unknown_workflow` naming the closest ones."""
+        self.entries()
+        entry = self._by_id.get(("workflow", name))
+        if entry is None and (found := self.resolve(name)) is not None and found.kind == "workflow":
+            entry = found
+        if entry is not None:
+            return entry
+        close = self._close_names(name)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise IceError(f"unknown workflow {name!r}{hint} (workflow_search finds a workflow by what it does)",
+                       code="unknown_workflow", details={"name": name, "suggestions": close})
+
+    def _close_names(self, name: str, count: int = 3) -> list[str]:
+        """Names spelled like `name`, then names its words find (a guessed name is often a description)."""
+        names = [e.target for e in self._searchable()]
+        close = difflib.get_close_matches(name, names, n=count, cutoff=0.6)
+        close += [hit.name for hit in self._search_index().search(name, count)]
+        return list(dict.fromkeys(close))[:count]
 
     def resolve(self, name: str) -> Entry | None:
         """Find a tool by advertised name, canonical id (`workflow:x`) or alias (`network.execute`)."""
@@ -200,3 +294,16 @@ class Catalogue:
     def input_schema(self, name: str) -> dict[str, Any] | None:
         entry = self.resolve(name)
         return entry.schema if entry is not None else None
+
+
+def search_doc(blueprint: Any) -> SearchDoc:
+    """What workflow_search reads of a blueprint: name, description, input names (with their descriptions)
+    and tags (`metadata.tags`, a list or a comma-separated string)."""
+    properties = blueprint.inputs.get("properties") if isinstance(blueprint.inputs, dict) else None
+    inputs = tuple(f"{key} {spec.get('title') or ''} {spec.get('description') or ''}" if isinstance(spec, dict)
+                   else str(key) for key, spec in (properties or {}).items()) if isinstance(properties, dict) else ()
+    tags = blueprint.metadata.get("tags") if isinstance(blueprint.metadata, dict) else None
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    return SearchDoc(blueprint.name, blueprint.description or "", inputs,
+                     tuple(str(tag) for tag in tags) if isinstance(tags, list) else ())
