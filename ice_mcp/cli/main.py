@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable)")
     worker.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    worker.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve this worker's Prometheus metrics on http://METRICS_HOST:PORT/metrics (no auth)")
+    worker.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="the address --metrics-port listens on (default 127.0.0.1)")
     _common(worker)
 
     _add_extension_commands(commands)
@@ -453,6 +457,9 @@ def _worker(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1", code="invalid_concurrency")
+    if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
+        raise UsageError("--metrics-port must be a TCP port (1-65535)", code="invalid_metrics_port")
+    metrics = (args.metrics_host, args.metrics_port) if args.metrics_port is not None else None
 
     async def serve() -> None:
         # The worker's own orchestrator runs in-process what an activity runs inside it (an agent's workflows),
@@ -463,7 +470,7 @@ def _worker(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         try:
-            await run_worker(orchestrator, concurrency=args.concurrency, stop=stop)
+            await run_worker(orchestrator, concurrency=args.concurrency, stop=stop, metrics_address=metrics)
         finally:
             await orchestrator.aclose()
 

@@ -39,6 +39,7 @@ from ice_mcp.types import NodeResult
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
     from ice_mcp.core.runner import Runner
+    from ice_mcp.engines.prometheus import PrometheusMetrics
     from ice_mcp.services import Services
 
 SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)
@@ -59,6 +60,7 @@ class NodeActivities:
     store: RunStorage  # journals, records and caller spend, shared with the MCP servers
     runner: Runner  # what an agent's workflow tools run on, inside the activity
     workflows: WorkflowPlans
+    meter: PrometheusMetrics | None = None  # counts what the journal says, as it is written (once per event)
 
     def all(self) -> list[Any]:
         return [self.run_node, self.write_events, self.save_record, self.load_journal]
@@ -118,6 +120,8 @@ class NodeActivities:
         self.store.keep_journal(EventLog(batch.run_id, events=events))
         if not self.store.flush():
             raise RuntimeError("the run store did not write the events in time")
+        if self.meter is not None:  # the one producer of a Temporal run's metrics: its servers only follow
+            self.meter.journaled(batch.run_id, events, self.store.get)
 
     def _keep_questions(self, run_id: str, events: list[Event]) -> None:
         """The run's record with its pending questions and `input_required` status, as its journal says."""

@@ -17,6 +17,8 @@ from ice_mcp.engines.temporal.workflow import NestedWorkflow, RunWorkflow
 from ice_mcp.errors import IceError
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from ice_mcp.orchestrator import Orchestrator
 
 logger = logging.getLogger(__name__)
@@ -33,18 +35,37 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASS_THROUGH))
 
 
-async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio.Event | None = None) -> None:
-    """Serve `orc.settings.temporal_task_queue` until `stop` is set (or the task is cancelled)."""
+async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio.Event | None = None,
+                     metrics_address: tuple[str, int] | None = None) -> None:
+    """Serve `orc.settings.temporal_task_queue` until `stop` is set (or the task is cancelled); with
+    `metrics_address` (host, port), this worker's Prometheus metrics over HTTP there meanwhile."""
     settings = orc.settings
     if orc.store is None:
         raise IceError("a worker needs the run store its MCP servers read (persist_runs)", code="temporal_unavailable")
     client = await connect(settings, orc.store)
-    activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan)
+    activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan,
+                                meter=orc.prometheus)
     worker = Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow, NestedWorkflow],
                     activities=activities.all(), workflow_runner=sandbox_runner(),
                     max_concurrent_activities=concurrency, max_concurrent_local_activities=JOURNAL_WRITES,
                     graceful_shutdown_timeout=timedelta(seconds=5))
     logger.warning("ice_mcp worker: task queue %r on %s (namespace %s), %d activities at once",
                    settings.temporal_task_queue, settings.temporal_address, settings.temporal_namespace, concurrency)
-    async with worker:
-        await (stop or asyncio.Event()).wait()
+    metrics = serve_metrics(orc, *metrics_address) if metrics_address is not None else None
+    try:
+        async with worker:
+            await (stop or asyncio.Event()).wait()
+    finally:
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
+
+
+def serve_metrics(orc: Orchestrator, host: str, port: int) -> WSGIServer:
+    """The orchestrator's registry in Prometheus' text format on http://host:port/ (any path), from a thread of
+    prometheus_client's own (no auth: bind it to loopback or a private network)."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=orc.prometheus.registry)
+    logger.warning("ice_mcp worker: metrics at http://%s:%d/metrics", host, server.server_port)
+    return server
