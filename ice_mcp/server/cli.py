@@ -174,6 +174,9 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
     for folder in [*folders, *args.blueprints]:
         for problem in orc.load_blueprints(Path(folder)):
             logger.warning("blueprint not registered: %s", problem.message)
+    for pin in options.pinned:  # a misspelt pin would leave its workflow out of a large list without a word
+        if pin not in orc.registry.workflows and pin.removeprefix("workflow_") not in orc.registry.workflows:
+            logger.warning("--pin %s: no such workflow (yet)", pin)
     resumed = orc.recover_interrupted_runs()  # last: resumed runs need every tool and workflow registered
     if resumed:
         logger.warning("resumed %d run(s) left running by a server that stopped", resumed)
