@@ -1,10 +1,11 @@
-"""The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/ui` (the run view), `/healthz`."""
+"""The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/ui` (the run view), `/healthz`,
+`/metrics` (Prometheus)."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware
@@ -77,6 +78,14 @@ def create_http_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})
 
+    async def metrics(request: Request) -> Response:
+        # The Guard asked for the token (PROTECTED); the Host/Origin allow-list is each route's, as for /rpc.
+        rejected = await security.validate_request(request)
+        if rejected is not None:
+            return rejected
+        body, content_type = orc.prometheus.exposition(request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
+
     manager = LimitedSessionManager(
         server,
         json_response=json_response,
@@ -101,7 +110,8 @@ def create_http_app(
             Route("/mcp", SessionEndpoint(manager, token_configured=bool(token) or options.oauth is not None)),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
-            *hook_routes(orc),
+            Route("/metrics", metrics, methods=["GET"]),
+            *_counted(hook_routes(orc), orc.prometheus.hook_delivery),
             *ui_routes(orc, _ui_config(server, options), security),
         ],
         lifespan=lambda _app: manager.run(),
@@ -110,6 +120,20 @@ def create_http_app(
     app.state.ice_server = server
     app.state.session_manager = manager
     return app
+
+
+def _counted(routes: list[Route], count: Callable[[int], None]) -> list[Route]:
+    """The webhook routes, each answer's status counted (ice_hook_deliveries_total) by the server that got it."""
+
+    def counting(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def counted(request: Request) -> Response:
+            response = await endpoint(request)
+            count(response.status_code)
+            return response
+
+        return counted
+
+    return [Route(route.path, counting(route.endpoint), methods=route.methods) for route in routes]
 
 
 def _ui_link(orc: Any, pages: PageSessions | None) -> Callable[[], dict[str, Any]]:

@@ -21,7 +21,9 @@ from ice_mcp.server.web.auth import COOKIE, Authenticator, Refusal, authenticate
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-PROTECTED = ("/mcp", "/rpc", "/ui/api")  # the /ui page and its assets hold no data: a browser loads them unasked
+# Where a token is asked for; the /ui page and its assets hold no data: a browser loads them unasked.
+PROTECTED = ("/mcp", "/rpc", "/ui/api", "/metrics")
+GET_SCOPES = {"/metrics": "ice:admin"}  # a GET needs ice:read with OAuth; /metrics counts every user's runs
 
 
 def security_settings(
@@ -91,7 +93,7 @@ class Guard:
             return
         posted = scope.get("method") == "POST"
         if not posted and self.scope_of is not None:
-            short = self.auth.refuse_scope(principal, "ice:read")
+            short = self.auth.refuse_scope(principal, GET_SCOPES.get(str(scope.get("path", "")), "ice:read"))
             if short is not None:
                 await short.response()(scope, receive, send)
                 return
