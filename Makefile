@@ -30,6 +30,7 @@ test-setup: $(VENV)/.test-installed
 	bash scripts/setup_llm.sh
 	bash scripts/setup_mcp.sh
 	bash scripts/setup_ui.sh
+	bash scripts/setup_promtool.sh
 
 run: setup
 	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --log-level info
