@@ -19,6 +19,8 @@ from temporal_cluster import (
     AIMOCK_CLI,
     HERE,
     Cluster,
+    Marks,
+    Workers,
     llm_env,
     make_settings,
     missing,
@@ -110,3 +112,16 @@ async def cluster(tmp_path: Path, temporal_address: str, aimock_url: str) -> Asy
         await asyncio.wait_for(task, 30)
         for orc in made:
             await orc.aclose()
+
+
+@pytest.fixture
+def marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Marks:
+    monkeypatch.setenv("ICE_TEST_MARKS", str(tmp_path / "marks.txt"))
+    return Marks(tmp_path / "marks.txt")
+
+
+@pytest.fixture
+def workers(tmp_path: Path, temporal_address: str, marks: Marks) -> Iterator[Workers]:
+    made = Workers(tmp_path, temporal_address, f"failover-{uuid.uuid4().hex[:8]}", marks)
+    yield made
+    made.stop()

@@ -4,23 +4,16 @@ running activity; big payloads travel by reference; long runs continue as new.""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-import uuid
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import temporal_tools
-from temporal_cluster import HERE, ROOT, Cluster, make_settings
+from temporal_cluster import Cluster, Marks, Workers, make_settings, with_test_tools
 
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.engines.temporal.client import TemporalEngine
@@ -35,86 +28,6 @@ def chain(labels: list[str], seconds: float = STEP, timeout: float | None = None
               **({"timeout_seconds": timeout, "retries": 0} if timeout is not None else {})}
              for i, label in enumerate(labels)]
     return {"name": "six", "nodes": nodes, "outputs": {"last": f"{{{{ {labels[-1]}.label }}}}"}}
-
-
-class Marks:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.touch()
-
-    def lines(self) -> list[list[str]]:
-        return [line.split() for line in self.path.read_text().splitlines()]
-
-    def counts(self) -> Counter[str]:
-        return Counter(line[0] for line in self.lines())
-
-    def keys(self, label: str) -> list[str]:
-        return [line[1] for line in self.lines() if line[0] == label]
-
-    def pids(self, label: str) -> list[int]:
-        """The worker processes that ran `label`, in order."""
-        return [int(line[2]) for line in self.lines() if line[0] == label]
-
-    async def wait_for(self, label: str, timeout: float = 30) -> None:
-        await wait_until(lambda: self.counts()[label] > 0, timeout, f"node {label} to start")
-
-
-async def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Marks:
-    monkeypatch.setenv("ICE_TEST_MARKS", str(tmp_path / "marks.txt"))
-    return Marks(tmp_path / "marks.txt")
-
-
-def with_test_tools(*orchestrators: Orchestrator) -> None:
-    for orc in orchestrators:
-        orc.registry.add_tool(temporal_tools.mark)
-        orc.registry.add_tool(temporal_tools.blob)
-
-
-class Workers:
-    """`ice-mcp worker` subprocesses on one task queue and data folder."""
-
-    def __init__(self, root: Path, address: str, queue: str, marks: Marks) -> None:
-        self.root, self.address, self.queue, self.marks = root, address, queue, marks
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self) -> subprocess.Popen[bytes]:
-        log = open(self.root / f"worker{len(self.processes)}.log", "wb")  # noqa: SIM115 (closed with the process)
-        env = {**os.environ, "ICE_TEST_MARKS": str(self.marks.path),
-               "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ice_mcp.cli", "worker", "--temporal", self.address, "--task-queue", self.queue,
-             "--data-dir", str(self.root / "data"), "--workspace", str(self.root / "ws"), "--tools", "temporal_tools",
-             "--concurrency", "4"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        log.close()
-        self.processes.append(process)
-        return process
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-@pytest.fixture
-def workers(tmp_path: Path, temporal_address: str, marks: Marks) -> Iterator[Workers]:
-    made = Workers(tmp_path, temporal_address, f"failover-{uuid.uuid4().hex[:8]}", marks)
-    yield made
-    made.stop()
 
 
 @pytest.fixture

@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 from otlp_receiver import OtlpReceiver, memory_spans, serve_receiver
-from temporal_cluster import llm_env, make_settings
-from test_failover import Marks, Workers, with_test_tools
-from test_failover import marks as marks_fixture  # noqa: F401 (the `marks` fixture)
-from test_failover import workers as workers_fixture  # noqa: F401 (the `workers` fixture)
+from temporal_cluster import Marks, Workers, llm_env, make_settings
+from test_failover import with_test_tools
 
 from ice_mcp import Orchestrator, Registry
 from ice_mcp.llm import LLMConfig, LLMService

@@ -31,6 +31,7 @@ from ice_mcp.core.plan import Plan
 from ice_mcp.core.questions import Answer, Questions
 from ice_mcp.core.runner import Runner
 from ice_mcp.engines.temporal.wire import (
+    ACTIVITY_NODE_TYPES,
     ANSWER_SIGNAL,
     NESTED_EVENTS_SIGNAL,
     NESTED_WORKFLOW,
@@ -92,7 +93,7 @@ async def dispatch(call: NodeCall) -> NodeResult:
     return NodeResult(done.output, done.cost_usd, Usage(**done.usage))
 
 
-def workflow_node_types(activity_types: tuple[str, ...] = ("tool", "llm", "agent", "code")) -> dict[str, NodeType]:
+def workflow_node_types(activity_types: tuple[str, ...] = ACTIVITY_NODE_TYPES) -> dict[str, NodeType]:
     """Node types as a workflow runs them: containers, conditions and `human` nodes (a question waits on a
     signal, durably) in the workflow, the others as activities. No checks: the server validated the blueprint
     against its catalogue before starting the run."""
@@ -148,6 +149,7 @@ class EventSink:
 
     def __init__(self, run_id: str, next_seq: int = 0, *, nested: bool = False) -> None:
         self.run_id, self.next_seq, self.nested = run_id, next_seq, nested
+        self.traceparent: str | None = None  # the run's, when it is traced
         self.pending: list[dict[str, Any]] = []
         self._closing = False
         self._pump: asyncio.Task[None] | None = None
@@ -180,7 +182,7 @@ class EventSink:
             if self.nested:
                 await workflow.get_external_workflow_handle(self.run_id).signal(NESTED_EVENTS_SIGNAL, batch)
             else:
-                await workflow.execute_local_activity(WRITE_EVENTS, EventBatch(self.run_id, batch),
+                await workflow.execute_local_activity(WRITE_EVENTS, EventBatch(self.run_id, batch, self.traceparent),
                                                       start_to_close_timeout=LOCAL_TIMEOUT)
 
 

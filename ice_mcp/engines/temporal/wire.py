@@ -9,6 +9,7 @@ from typing import Any
 RUN_WORKFLOW = "ice_mcp.run"  # a run: workflow id = run id
 NESTED_WORKFLOW = "ice_mcp.nested"  # a nested `workflow` node or a recursive flow's step, inside a run
 NODE_ACTIVITY = "ice_mcp.node"  # one attempt of a node that does I/O (tool, llm, agent, code)
+ACTIVITY_NODE_TYPES = ("tool", "llm", "agent", "code")  # the rest run in the workflow itself
 WRITE_EVENTS = "ice_mcp.write_events"  # local activities: the run's journal and record in the shared store
 SAVE_RECORD = "ice_mcp.save_record"
 LOAD_JOURNAL = "ice_mcp.load_journal"
@@ -108,6 +109,7 @@ class NodeDone:
 class EventBatch:
     run_id: str
     events: list[dict[str, Any]]
+    traceparent: str | None = None  # the run's: the writer makes the spans of the nodes the workflow ran itself
 
 
 @dataclass(slots=True)

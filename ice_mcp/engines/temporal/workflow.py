@@ -69,6 +69,7 @@ class RunWorkflow:
             self.nested_events(batch)
         sink.start()
         record = RunRecord.from_dict(start.record)
+        sink.traceparent = record.traceparent
         try:
             plan = PLANS.plan(start.blueprint)
         except IceError as exc:  # the server validated it; a worker that cannot compile it ends the run readably

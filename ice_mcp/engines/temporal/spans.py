@@ -1,0 +1,41 @@
+"""The spans of a Temporal run no activity makes: the nodes its workflow runs itself (conditions, containers,
+`human` nodes), made by the worker that journals their end, since the workflow is replayed and never emits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ice_mcp import tracing
+from ice_mcp.engines.temporal.wire import ACTIVITY_NODE_TYPES
+from ice_mcp.store.events import Event
+
+_INDEX = re.compile(r"\[\d+\]$")  # a loop item's or a parallel branch's label: `fan[0]`
+
+
+def parent_of(traceparent: str, run_id: str, node_path: str) -> str:
+    """The context the span of the node at `node_path` hangs under: the run's span for a top-level node, else
+    its container's (first attempt: a container's own retries are not told to the nodes inside it)."""
+    if "." not in node_path:
+        return traceparent
+    container = _INDEX.sub("", node_path.rpartition(".")[0])
+    return tracing.traceparent_of(traceparent, tracing.span_id_of(run_id, container, 1))
+
+
+def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> None:
+    """A span for each node the workflow ran itself that this journal batch ends (not one reused by a retry)."""
+    if not tracing.ENABLED or traceparent is None:
+        return
+    for event in events:
+        if event.type not in ("node_succeeded", "node_failed") or event.node_id is None:
+            continue
+        data = event.data
+        node_type = str(data.get("type"))
+        if node_type in ACTIVITY_NODE_TYPES or "reused_from" in data:
+            continue
+        attempt = event.attempt or 1
+        started = event.ts - float(data.get("duration_ms") or 0.0) / 1000
+        error = data.get("error") if event.type == "node_failed" else None
+        tracing.finished_node_span(parent_of(traceparent, event.run_id, event.node_id),
+                                   tracing.span_id_of(event.run_id, event.node_id, attempt), event.node_id,
+                                   node_type, attempt, started, event.ts, error or None)
