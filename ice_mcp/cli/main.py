@@ -18,6 +18,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp import tracing
+from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(worker)
 
     _add_extension_commands(commands)
+    add_trace_commands(commands)
     return parser
 
 
@@ -460,6 +463,7 @@ def _worker(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
         raise UsageError("--metrics-port must be a TCP port (1-65535)", code="invalid_metrics_port")
     metrics = (args.metrics_host, args.metrics_port) if args.metrics_port is not None else None
+    tracing.configure()  # only OTEL_* variables turn it on: then this worker exports the spans of what it runs
 
     async def serve() -> None:
         # The worker's own orchestrator runs in-process what an activity runs inside it (an agent's workflows),

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from ice_mcp import tracing
 from ice_mcp.blueprint.models import NodeSpec
 from ice_mcp.core.context import RunContext, Spend
 from ice_mcp.core.executor import NodeCall, NodeType
@@ -20,6 +21,7 @@ from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.runner import attempt_timed_out, failure_of
 from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.following import follow_event
+from ice_mcp.engines.temporal.spans import trace_workflow_nodes
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
     NODE_ACTIVITY,
@@ -81,8 +83,13 @@ class NodeActivities:
         ctx = RunContext(task.run_id, self.services, events, Spend(budget_usd=budget), self.runner, self.workflows,
                          depth=task.depth, path=task.path, globals=dict(task.globals))
         beat = asyncio.create_task(_heartbeat(task.heartbeat_seconds / 3))
+        work = node_type.execute(NodeCall(node, Scope(), ctx, task.attempt))
+        if tracing.ENABLED and task.trace_parent is not None:  # run again after a lost worker: the same span id
+            path = task.path + spec.id
+            work = tracing.node_attempt(work, task.trace_parent, tracing.span_id_of(task.run_id, path, task.attempt),
+                                        path, spec.type, task.attempt)
         try:
-            result = await _timed(node_type.execute(NodeCall(node, Scope(), ctx, task.attempt)), spec.timeout_seconds)
+            result = await _timed(work, spec.timeout_seconds)
         except RunStopped as stop:
             raise ApplicationError(stop.message, stop.as_dict(), _dicts(events), type="run_stopped",
                                    non_retryable=True) from None
@@ -122,6 +129,7 @@ class NodeActivities:
             raise RuntimeError("the run store did not write the events in time")
         if self.meter is not None:  # the one producer of a Temporal run's metrics: its servers only follow
             self.meter.journaled(batch.run_id, events, self.store.get)
+        trace_workflow_nodes(batch.traceparent, events)
 
     def _keep_questions(self, run_id: str, events: list[Event]) -> None:
         """The run's record with its pending questions and `input_required` status, as its journal says."""
@@ -137,9 +145,11 @@ class NodeActivities:
         await asyncio.to_thread(self._save_record, save)
 
     def _save_record(self, save: RecordSave) -> None:
-        self.store.save(RunRecord.from_dict(save.record))
+        record = RunRecord.from_dict(save.record)
+        self.store.save(record)
         if not self.store.flush():
             raise RuntimeError("the run store did not write the record in time")
+        tracing.end_run(record)  # the run's span, once, from its final record
 
     @activity.defn(name=LOAD_JOURNAL)
     async def load_journal(self, run_id: str) -> list[dict[str, Any]]:
