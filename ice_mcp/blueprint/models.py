@@ -273,6 +273,7 @@ class Blueprint(_Model):
     nodes: list[NodeSpec] = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
     pinned: bool = False  # a large MCP catalogue still lists this workflow's own tool (ICE_MCP_CATALOGUE_MAX)
+    tags: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=32)  # workflow_search
     schedules: list[DeclaredSchedule] = Field(default_factory=list)  # the workflow runs on its own
     limits: Limits | None = None  # held in the run store at admission, whatever starts the run
 

@@ -305,3 +305,15 @@ def test_index_ranks_by_field_weight_and_prefix() -> None:
     assert [hit.name for hit in twins.search("export tickets")] == ["a_copy", "b_copy"]  # a tie goes by name
     assert index.search("nothing matches here") == [] and index.search("tickets", 0) == []
     assert len(SearchIndex([])) == 0 and SearchIndex([]).search("x") == []
+
+
+def test_tags_are_searched_from_the_blueprint_and_from_its_older_metadata() -> None:
+    from ice_mcp.blueprint.models import Blueprint
+    from ice_mcp.server.protocol.catalogue import search_doc
+
+    node = [{"id": "e", "type": "tool", "tool_name": "echo"}]
+    both = Blueprint.model_validate({"name": "ledger", "tags": ["invoices"], "metadata": {"tags": "billing"},
+                                     "nodes": node})
+    assert search_doc(both).tags == ("invoices", "billing")
+    index = SearchIndex([search_doc(both), search_doc(Blueprint.model_validate({"name": "other", "nodes": node}))])
+    assert [hit.name for hit in index.search("invoices", 5)] == ["ledger"]

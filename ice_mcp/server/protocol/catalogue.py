@@ -298,12 +298,12 @@ class Catalogue:
 
 def search_doc(blueprint: Any) -> SearchDoc:
     """What workflow_search reads of a blueprint: name, description, input names (with their descriptions)
-    and tags (`metadata.tags`, a list or a comma-separated string)."""
+    and tags (`tags`, and the older `metadata.tags`: a list or a comma-separated string)."""
     properties = blueprint.inputs.get("properties") if isinstance(blueprint.inputs, dict) else None
     inputs = tuple(f"{key} {spec.get('title') or ''} {spec.get('description') or ''}" if isinstance(spec, dict)
                    else str(key) for key, spec in (properties or {}).items()) if isinstance(properties, dict) else ()
     tags = blueprint.metadata.get("tags") if isinstance(blueprint.metadata, dict) else None
     if isinstance(tags, str):
         tags = tags.split(",")
-    return SearchDoc(blueprint.name, blueprint.description or "", inputs,
-                     tuple(str(tag) for tag in tags) if isinstance(tags, list) else ())
+    kept = tuple(str(tag) for tag in tags) if isinstance(tags, list) else ()
+    return SearchDoc(blueprint.name, blueprint.description or "", inputs, (*blueprint.tags, *kept))
