@@ -75,6 +75,9 @@ async def test_clients_without_the_extension_keep_the_envelope(url: str) -> None
             await client.call_tool("workflow_task_gate", {"customer": "ACME"})
         assert required.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
         assert required.value.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+        with pytest.raises(MCPError) as through_start:  # the same workflow through workflow_start: the same answer
+            await client.call_tool("workflow_start", {"name": "task_gate", "inputs": {"customer": "ACME"}})
+        assert through_start.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
     async with http_client(url, mode="legacy") as legacy:  # 2025: no extensions on that wire, a handle
         envelope = structured(await legacy.call_tool("workflow_task_gate", {"customer": "ACME"}))
         assert envelope["status"] == "input_required" and "ok" in envelope["questions"]
