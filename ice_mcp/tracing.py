@@ -8,6 +8,7 @@ replayed attempt that was exported before keeps its id. The run's own context is
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import hashlib
@@ -276,12 +277,15 @@ def end_run(record: RunRecord) -> None:
         span.set_attribute("error.type", str(error.get("code") or record.status))
         span.set_status(Status(StatusCode.ERROR, _message(error)))
     span.end(end_time=_ns(record.finished_at))
+    logger.info("run %s (%s) %s: trace %s", record.run_id, record.workflow, record.status, trace_id)
 
 
 def _failed(span: Any, exc: BaseException) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    code = str(getattr(exc, "code", "") or type(exc).__name__)
+    # A timeout reaches the attempt as its cancellation: the run's record tells the two apart.
+    code = "cancelled" if isinstance(exc, asyncio.CancelledError) else str(getattr(exc, "code", "") or
+                                                                           type(exc).__name__)
     span.set_attribute("error.type", code)
     span.set_status(Status(StatusCode.ERROR, str(exc)[:CONTENT_CHARS] if CAPTURE_CONTENT else code))
 
