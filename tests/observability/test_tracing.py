@@ -34,6 +34,7 @@ from otlp_receiver import memory_spans, serve_receiver
 from ice_mcp import Orchestrator, Registry, Settings, tracing
 from ice_mcp.llm import LLMConfig, LLMService
 from ice_mcp.server import build_server
+from ice_mcp.server.web.ui.views import run_detail
 from ice_mcp.tools.registry import ToolAnnotations
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -154,6 +155,7 @@ async def test_a_run_without_a_caller_trace_starts_its_own(spans: InMemorySpanEx
     run = by_name(found)["invoke_workflow traced"]
     assert run.parent is None
     assert {hex_id(s.context.trace_id, 32) for s in found} == {tracing.trace_id_of(record)}
+    assert run_detail(record)["trace_id"] == tracing.trace_id_of(record)  # /ui shows it on the run's page
 
 
 async def test_a_failed_attempt_and_its_retry_are_two_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:

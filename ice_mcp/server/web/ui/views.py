@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from ice_mcp.tracing import trace_id_of
+
 TEXT_LIMIT = 200_000  # characters of one output or input shown; the rest is cut with a note
 ERROR_TEXT_LIMIT = 2_000
 NODE_EVENTS = ("node_started", "node_retrying", "node_succeeded", "node_failed", "node_skipped",
@@ -101,6 +103,7 @@ def run_detail(record: Any) -> dict[str, Any]:
         "outputs": None if record.outputs is None else json_text(record.outputs),
         "root_cause": root_cause(record.error),
         "node_states": {node_id: node.status for node_id, node in record.nodes.items() if node.status != "pending"},
+        "trace_id": trace_id_of(record),  # to look the run up in a trace viewer (None: not traced)
     }
 
 

@@ -335,6 +335,7 @@ async function runView(runId, signal) {
       h('code', { class: 'mono', title: 'run id' }, run.run_id),
       run.retry_of ? h('a', { href: `#/runs/${encodeURIComponent(run.retry_of)}`, class: 'muted' }, `retry of ${run.retry_of.slice(0, 12)}`) : null,
       schedules.triggerLink(run.trigger),
+      run.trace_id ? h('code', { class: 'mono muted', id: 'run-trace', title: 'trace id (OpenTelemetry)' }, `trace ${run.trace_id}`) : null,
       h('span', { class: 'facts' },
         h('span', {}, `started ${fmtTime(run.started_at)}`),
         h('span', { id: 'run-duration' }, fmtDuration(elapsed(run))),
