@@ -19,6 +19,7 @@ from ice_mcp.principals import everyone
 from ice_mcp.server.protocol.documents import parse_document
 from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
+from ice_mcp.server.protocol.run_changes import FOLLOW_PROPERTIES, following
 from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.tool_table import (
     BLUEPRINT_SCHEMA,
@@ -211,8 +212,10 @@ _CANCELLED = obj_schema({"run_id": {"type": "string"}, "cancelled": {"type": "bo
 
 BUILTINS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
-        "run_status", "The record of a run: status, per-node states, outputs so far.",
-        obj_schema(_RUN_ID, ["run_id"]), READ_ONLY, run_status, rpc="run.status", cli=("runs", "show")),
+        "run_status", "The record of a run: status, per-node states, outputs so far (with `seen`: only what "
+        "changed since that answer; with `node`: one node's detail).",
+        obj_schema({**_RUN_ID, **FOLLOW_PROPERTIES}, ["run_id"]), READ_ONLY, following(run_status), rpc="run.status",
+        cli=("runs", "show")),
     BuiltinTool(
         "run_result", "Wait (up to wait_seconds) for a run to finish and return its result envelope.",
         obj_schema({**_RUN_ID, "wait_seconds": WAIT_SCHEMA}, ["run_id"]), READ_ONLY, run_result, rpc="run.result"),

@@ -1,4 +1,4 @@
-"""MCP resources: blueprint templates, docs, registered workflows, their diagrams, run records, schedules."""
+"""MCP resources: blueprint templates, docs, registered workflows, their diagrams, run records, schedules, the run view."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.principals import isolated
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.app_view import RUN_VIEW_URI, read_run_view, run_view_resource
 from ice_mcp.server.protocol.diagram import mermaid
 from ice_mcp.server.protocol.documents import blueprint_files, blueprint_json, doc_files, first_line
 from ice_mcp.server.protocol.envelope import to_json
@@ -85,9 +86,12 @@ class Resources:
         if self._orc.store is not None:
             out.append(resource("schedules", SCHEDULES_URI, "application/json", title="Schedules",
                                 description="Every schedule with its next fires, and when a server last fired them."))
+        out.append(run_view_resource())
         return out
 
     def read(self, uri: str) -> types.ReadResourceResult:
+        if uri == RUN_VIEW_URI:
+            return read_run_view()
         match = _URI.match(uri)
         if uri == SCHEDULES_URI and self._orc.store is not None:
             text, mime = to_json(self._orc.schedules.list()), "application/json"

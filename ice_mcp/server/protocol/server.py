@@ -23,6 +23,7 @@ from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
 from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.app_view import RunViewApp, with_run_view
 from ice_mcp.server.protocol.arguments import check_arguments
 from ice_mcp.server.protocol.builtins import BY_NAME
 from ice_mcp.server.protocol.calls import ToolCalls
@@ -136,7 +137,8 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         remember(ctx)
         request = _request(ctx)
         scopes = principal_of(request).scopes if options.oauth is not None else None  # OAuth: what it may call
-        return types.ListToolsResult(tools=catalogue.listed(admin=may_administer(request, options), scopes=scopes))
+        tools = catalogue.listed(admin=may_administer(request, options), scopes=scopes)
+        return types.ListToolsResult(tools=with_run_view(tools))  # the MCP App on the tools that start runs
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallAnswer:
         remember(ctx)
@@ -255,7 +257,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
     # 2025 sessions set their log level (a 2026 request opts in through its `_meta`); the SDK warns that the
     # method is gone from 2026, which is why it is added here rather than passed to the constructor.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
-    apply_extensions(server, [TasksExtension(orc, options, catalogue)], call_tool)
+    apply_extensions(server, [TasksExtension(orc, options, catalogue), RunViewApp()], call_tool)
     # Seal the multi-round-trip requestState: clients echo it back, so it is attacker-controlled.
     server.middleware.append(
         RequestStateBoundary(request_state_security(orc), default_audience=options.name)

@@ -1,0 +1,198 @@
+"""A run's or workflow's graph as the run views draw it (/ui and the MCP App): nodes, edges, containers.
+
+The same as `ice_mcp.server.web.ui.graph`, one layer down so the MCP protocol can send it too; that module
+is meant to re-export this one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.errors import IceError
+from ice_mcp.orchestrator import Orchestrator
+
+MAX_NODES = 20_000  # nested workflows can multiply: stop drawing past this many nodes
+MAX_DEPTH = 8
+_REF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\.")
+
+# A registered workflow's compiled plan, or None when it is unknown or does not compile here.
+PlanLookup = Callable[[str], Any]
+
+
+@dataclass(slots=True)
+class _Budget:
+    left: int = MAX_NODES
+    truncated: bool = False
+
+
+def plan_graph(plan: Any, workflows: PlanLookup) -> dict[str, Any]:
+    """The view of a compiled plan's graph (exact dependencies, as the scheduler sees them)."""
+    budget = _Budget()
+    return {"nodes": _plan_nodes(plan.graph, workflows, budget, 0, (plan.name,)), "truncated": budget.truncated}
+
+
+def blueprint_graph(blueprint: Any, workflows: PlanLookup) -> dict[str, Any]:
+    """The view of a blueprint that does not compile here: declared dependencies plus the names
+    its templates read (a run whose tools this process lacks still gets its picture)."""
+    budget = _Budget()
+    return {"nodes": _spec_nodes(list(blueprint.nodes), workflows, budget, 0, (blueprint.name,)),
+            "truncated": budget.truncated}
+
+
+def _detail(spec: Any) -> str:
+    agent = getattr(spec, "agent", None)
+    for value in (getattr(spec, "tool_name", None), getattr(spec, "workflow_ref", None),
+                  getattr(spec, "model", None), agent if isinstance(agent, str) else None):
+        if value:
+            return str(value)
+    return ""
+
+
+def _item(spec: Any, deps: Sequence[str], gates: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": spec.id, "type": spec.type, "detail": _detail(spec), "deps": list(deps)}
+    if gates:
+        item["gates"] = [[cond, branch] for cond, branch in gates]
+    if spec.description:
+        item["description"] = spec.description
+    return item
+
+
+def _plan_nodes(graph: Any, workflows: PlanLookup, budget: _Budget, depth: int,
+                stack: tuple[str, ...]) -> list[dict[str, Any]]:
+    shape = graph.shape
+    nodes = []
+    for node_id in shape.order:
+        if budget.left <= 0:
+            budget.truncated = True
+            break
+        budget.left -= 1
+        node = graph.nodes[node_id]
+        item = _item(node.spec, shape.deps[node_id], shape.gates.get(node_id, ()))
+        scopes = []
+        if depth < MAX_DEPTH:
+            for kind, label, index, sub in _plan_scopes(node, workflows):
+                scope: dict[str, Any] = {"kind": kind, "label": label, "index": index, "nodes": []}
+                if sub is None:
+                    scope["note"] = f"workflow {label!r} is not registered here"
+                elif sub[1] in stack:
+                    scope["note"] = f"{label} calls itself: its inside is drawn once, above"
+                else:
+                    inner, name = sub
+                    scope["nodes"] = _plan_nodes(inner, workflows, budget, depth + 1,
+                                                 stack if name is None else (*stack, name))
+                scopes.append(scope)
+        if scopes:
+            item["scopes"] = scopes
+        nodes.append(item)
+    return nodes
+
+
+def _plan_scopes(node: Any, workflows: PlanLookup) -> list[tuple[str, str, int, tuple[Any, str | None] | None]]:
+    """(kind, label, index, (graph, workflow name or None) or None) for each scope inside a container.
+
+    kind says how the runner names the nodes inside in events: `index` → `id[i].x` (loop items from 0,
+    recursive iterations from `index`), `branch` → `id[index].x`, `plain` → `id.x`.
+    """
+    spec, kind = node.spec, node.type
+    if kind == "loop":
+        return [("index", "body", 0, (node.subgraphs["body"], None))]
+    if kind == "parallel":
+        return [("branch", f"branch {i}", i, (node.subgraphs[f"branch{i}"], None))
+                for i in range(len(spec.branches))]
+    if kind == "recursive" and spec.body:
+        return [("index", "body", 1, (node.subgraphs["body"], None))]
+    if kind in ("recursive", "workflow") and spec.workflow_ref:
+        plan = workflows(spec.workflow_ref)
+        sub = None if plan is None else (plan.graph, spec.workflow_ref)
+        return [("index" if kind == "recursive" else "plain", spec.workflow_ref, 1, sub)]
+    return []
+
+
+def _refs(spec: Any, ids: set[str]) -> set[str]:
+    """Sibling nodes a spec's templates and expressions read (what the compiler infers, roughly)."""
+    text = repr(spec.model_dump(mode="json", exclude={"body", "branches", "id", "description", "metadata"}))
+    return {name for name in _REF.findall(text) if name in ids and name != spec.id}
+
+
+def _spec_nodes(specs: list[Any], workflows: PlanLookup, budget: _Budget, depth: int,
+                stack: tuple[str, ...]) -> list[dict[str, Any]]:
+    ids = {spec.id for spec in specs}
+    gates: dict[str, list[tuple[str, bool]]] = {}
+    for spec in specs:
+        for field, branch in (("true_path", True), ("false_path", False)):
+            for target in getattr(spec, field, None) or []:
+                gates.setdefault(target, []).append((spec.id, branch))
+    nodes = []
+    for spec in specs:
+        if budget.left <= 0:
+            budget.truncated = True
+            break
+        budget.left -= 1
+        deps = (set(spec.dependencies) | _refs(spec, ids) | {c for c, _ in gates.get(spec.id, [])}) & ids
+        item = _item(spec, sorted(deps), gates.get(spec.id, []))
+        scopes: list[dict[str, Any]] = []
+        if depth < MAX_DEPTH:
+            body, branches = getattr(spec, "body", None), getattr(spec, "branches", None)
+            if isinstance(body, list):
+                start = 0 if spec.type == "loop" else 1
+                scopes.append({"kind": "index", "label": "body", "index": start,
+                               "nodes": _spec_nodes(body, workflows, budget, depth + 1, stack)})
+            elif isinstance(branches, list):
+                scopes += [{"kind": "branch", "label": f"branch {i}", "index": i,
+                            "nodes": _spec_nodes(branch, workflows, budget, depth + 1, stack)}
+                           for i, branch in enumerate(branches)]
+            elif spec.type in ("workflow", "recursive") and getattr(spec, "workflow_ref", None):
+                ref = spec.workflow_ref
+                plan = workflows(ref) if ref not in stack else None
+                scope = {"kind": "plain" if spec.type == "workflow" else "index", "label": ref, "index": 1,
+                         "nodes": [] if plan is None else
+                         _spec_nodes(list(plan.blueprint.nodes), workflows, budget, depth + 1, (*stack, ref))}
+                if plan is None:
+                    scope["note"] = f"workflow {ref!r} is not drawn here"
+                scopes.append(scope)
+        if scopes:
+            item["scopes"] = scopes
+        nodes.append(item)
+    return nodes
+
+
+def workflow_lookup(orc: Orchestrator) -> PlanLookup:
+    """A registered workflow's plan by name, None when it is unknown or does not compile here."""
+    def lookup(name: str) -> Any:
+        try:
+            return orc.workflow_plan(name)
+        except IceError:
+            return None
+    return lookup
+
+
+def run_graph(orc: Orchestrator, run_id: str) -> dict[str, Any] | None:
+    """The graph of a run the caller may see: its live plan, else its kept blueprint (compiled, or drawn from
+    the blueprint when it does not compile here), else its workflow's; None when nothing describes it."""
+    handle = orc.get_handle(run_id)
+    if handle is not None and handle.plan is not None:
+        return plan_graph(handle.plan, workflow_lookup(orc))
+    stored = orc.store.run(run_id) if orc.store is not None and orc.get_run(run_id) is not None else None
+    if stored is None:
+        return None
+    source: Any = stored.blueprint
+    if source is None and (entry := orc.registry.workflows.get(stored.record.workflow)) is not None:
+        source = entry.blueprint
+    if source is None:
+        return None
+    try:
+        return plan_graph(orc.compile(source), workflow_lookup(orc))
+    except IceError:
+        blueprint = source if isinstance(source, Blueprint) else _parsed(source)
+        return None if blueprint is None else {**blueprint_graph(blueprint, workflow_lookup(orc)), "approximate": True}
+
+
+def _parsed(source: Any) -> Blueprint | None:
+    try:
+        return Blueprint.model_validate(source)
+    except ValueError:
+        return None
