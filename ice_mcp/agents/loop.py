@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ice_mcp import tracing
 from ice_mcp.agents.definition import AgentDefinition
 from ice_mcp.agents.tools import AgentTool
 from ice_mcp.errors import NodeFailure
@@ -116,7 +117,11 @@ async def run_agent(
                 if "_raw" in call.arguments and len(call.arguments) == 1:
                     raise NodeFailure(f"arguments are not a JSON object: {call.arguments['_raw'][:200]}",
                                       code="invalid_arguments")
-                outcome = await tool.invoke(call.arguments)
+                if tracing.ENABLED:
+                    with tracing.tool_span(call.name, call.arguments):
+                        outcome = await tool.invoke(call.arguments)
+                else:
+                    outcome = await tool.invoke(call.arguments)
             except fatal:
                 raise
             except Exception as exc:  # the model reads the error and may try again

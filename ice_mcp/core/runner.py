@@ -176,7 +176,8 @@ class Runner(GraphRunner):
         work = node.execute(call)
         if not self.emits_spans:
             return work
-        return node_attempt(work, ctx.trace_parent, span_id, ctx.path + node.id, node.spec.type, call.attempt)
+        return node_attempt(work, ctx.trace_parent, span_id, ctx.path + node.id, node.spec.type, call.attempt,
+                            getattr(node.spec, "tool_name", None))
 
 
 def attempt_timed_out(seconds: float | None) -> NodeFailure:

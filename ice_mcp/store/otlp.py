@@ -11,7 +11,8 @@ The spans carry the names and attributes the live tracing (`ice_mcp.tracing`) us
   are the record's `traceparent` when it has one (the live run span's context, so an export lines up with
   the live trace), else derived from the run id.
 - `node {path}` (INTERNAL), one per attempt that ran: `ice.node.id` (the node path, `loop[2].fetch`),
-  `ice.node.type`, `ice.node.attempt`; status OK, or ERROR with `error.type` = the error code. A node inside
+  `ice.node.type`, `ice.node.attempt` (and `gen_ai.tool.name` on a `tool` node's); status unset, or ERROR
+  with `error.type` = the error code. A node inside
   a loop, parallel branch, recursive iteration or nested workflow is a child of its container's attempt.
   Nodes that a resumed run or a retry only replayed from the journal get no span; an attempt in flight when
   its process stopped (it ran again after the resume) is kept, ended at the journal's last sign of life,
@@ -19,8 +20,7 @@ The spans carry the names and attributes the live tracing (`ice_mcp.tracing`) us
 - `chat {model}` (CLIENT) under an `llm` attempt, one per model turn under an `agent` attempt:
   `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model`,
   `gen_ai.usage.input_tokens`/`output_tokens`, `gen_ai.usage.cost` and `ice.cost_usd` when the journal
-  has them. `execute_tool {tool}` (INTERNAL, `gen_ai.tool.name`) under a `tool` attempt and for each tool
-  an agent called.
+  has them. `execute_tool {tool}` (INTERNAL, `gen_ai.tool.name`) for each tool an agent called.
 
 Privacy: no inputs, prompts, answers, tool arguments, outputs or error messages go into the trace unless
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Error messages are left out too because they
@@ -49,21 +49,28 @@ from typing import Any
 import orjson
 
 from ice_mcp.store.records import RunRecord, iso, trigger_kind
+from ice_mcp.tracing import (
+    CAPTURE_VARIABLE,
+    CONTENT_CHARS,
+    capture_content,
+    gen_ai_provider,
+    parse_traceparent,
+    workflow_operation,
+)
+from ice_mcp.tracing import span_id_of as node_span_id
 
-CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-CONTENT_LIMIT = 4096  # characters of one content attribute, so one big output cannot swamp a viewer
+CONTENT_ENV = CAPTURE_VARIABLE
+CONTENT_LIMIT = CONTENT_CHARS  # characters of one content attribute, so one big output cannot swamp a viewer
 SCOPE_NAME = "ice_mcp"
 DEFAULT_SERVICE_NAME = "ice-mcp"
 DEFAULT_OPERATION = "invoke_workflow"
+__all__ = ["capture_content", "dumps_trace", "export_trace", "node_span_id", "workflow_operation"]
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3
 STATUS_UNSET = 0
-STATUS_OK = 1
 STATUS_ERROR = 2
 
-# ice_mcp's provider names as `gen_ai.provider.name` values (the GenAI conventions' names; others pass through).
-GENAI_PROVIDERS = {"gemini": "gcp.gemini", "google": "gcp.gemini", "local": "llama.cpp"}
 
 _FINISHED = frozenset({"node_succeeded", "node_failed", "node_cancelled"})
 INTERRUPTED = {"code": "interrupted"}  # an attempt the journal never ended: its process stopped mid-attempt
@@ -95,12 +102,7 @@ def tool_span_name(tool: str | None) -> str:
 
 
 def genai_provider(provider: str | None) -> str | None:
-    return None if provider is None else GENAI_PROVIDERS.get(provider, provider)
-
-
-def node_span_id(run_id: str, path: str = "", attempt: int = 0) -> str:
-    """The span id of a run (`path` empty) or of one node attempt: 16 hex digits, never all zero."""
-    return _hex_id(f"{run_id}\x00{path}\x00{attempt}")
+    return None if provider is None else gen_ai_provider(provider)
 
 
 def derived_trace_id(run_id: str) -> str:
@@ -112,29 +114,6 @@ def derived_trace_id(run_id: str) -> str:
 def _hex_id(text: str) -> str:
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return digest if digest != "0" * 16 else "0" * 15 + "1"
-
-
-def capture_content(environ: Mapping[str, str]) -> bool:
-    """Whether content (inputs, prompts, answers, tool arguments, outputs, error messages) may be exported."""
-    return environ.get(CONTENT_ENV, "").strip().lower() == "true"
-
-
-def workflow_operation(environ: Mapping[str, str]) -> str:
-    """`invoke_workflow`, or `invoke_agent` for the newer GenAI conventions (OTEL_SEMCONV_STABILITY_OPT_IN)."""
-    return "invoke_agent" if "gen_ai_latest_experimental" in environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "") \
-        else DEFAULT_OPERATION
-
-
-def parse_traceparent(value: object) -> tuple[str, str] | None:
-    """(trace id, span id) of a W3C `traceparent`, or None when it is absent or malformed (never an error)."""
-    if not isinstance(value, str) or len(value) != 55 or value[2] != "-" or value[35] != "-" or value[52] != "-":
-        return None
-    version, trace_id, span_id, flags = value[:2], value[3:35], value[36:52], value[53:]
-    if value != value.lower() or not all(c in "0123456789abcdef" for c in version + trace_id + span_id + flags):
-        return None
-    if version == "ff" or trace_id == "0" * 32 or span_id == "0" * 16:
-        return None
-    return trace_id, span_id
 
 
 # -- the export ----------------------------------------------------------------------------------------------
@@ -250,8 +229,8 @@ class _Builder:
             self._close(self.open.pop(path), last, INTERRUPTED if record.done else None, None)
         self._root(operation, first, last)
         ids = parse_traceparent(record.traceparent)
-        trace_id, self.root.span_id = ids if ids is not None else (derived_trace_id(record.run_id),
-                                                                   node_span_id(record.run_id))
+        trace_id, self.root.span_id = ids[:2] if ids is not None else (derived_trace_id(record.run_id),
+                                                                       node_span_id(record.run_id))
         self._assign_ids()
         return [span.to_json(trace_id) for span in self.spans]
 
@@ -333,9 +312,14 @@ class _Builder:
                 attempt.node_events.append({**event, "ts": ts})
 
     def _open(self, path: str, number: int, start: float) -> _Attempt:
+        node_type = self._type(path)
+        attributes: list[tuple[str, Any]] = [("ice.node.id", path), ("ice.node.type", node_type),
+                                             ("ice.node.attempt", number)]
+        tool = (self._spec(path) or {}).get("tool_name") if node_type == "tool" else None
+        if isinstance(tool, str):  # a tool node's span names its tool, as the live one does
+            attributes.append(("gen_ai.tool.name", tool))
         span = _Span(self._parent(path, start), node_span_name(path), SPAN_KIND_INTERNAL, start,
-                     attributes=[("ice.node.id", path), ("ice.node.type", self._type(path)),
-                                 ("ice.node.attempt", number)], key=(path, number))
+                     attributes=attributes, key=(path, number))
         self.spans.append(span)
         attempt = self.open[path] = _Attempt(path, number, span)
         return attempt
@@ -375,8 +359,7 @@ class _Builder:
         span.end = max(ts, span.start)
         if error is not None:
             span.fail(error, self.content)
-        elif data is not None:  # ended by the journal's own word that it succeeded (not cut short)
-            span.status = STATUS_OK
+        elif data is not None:  # succeeded: the status stays unset, as the live span's (OTel's advice)
             if self.content and "output" in data:
                 span.attributes.append(("ice.node.output", _json_text(data.get("output"))))
         self._children(attempt, error, data)
@@ -396,10 +379,6 @@ class _Builder:
             text = output.get("text") if isinstance(output, Mapping) else None
             self._chat(attempt, 0, attempt.span.start, attempt.span.end, self._llm_usage(error, data), error,
                        self._response_model(data), text)
-        elif node_type == "tool":
-            tool = (self._spec(attempt.path) or {}).get("tool_name")
-            self._tool(attempt, 0, attempt.span.start, attempt.span.end, tool if isinstance(tool, str) else None,
-                       error, None)
         elif node_type == "agent":
             self._agent(attempt, error)
 

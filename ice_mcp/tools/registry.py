@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ice_mcp import tracing
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.errors import NodeFailure, UnknownName
@@ -146,14 +145,7 @@ class ToolEntry:
         return await self.call_parsed(self.parse_arguments(arguments))
 
     async def call_parsed(self, kwargs: dict[str, Any]) -> Any:
-        """Call the tool with arguments `parse_arguments` already checked (in an `execute_tool` span when
-        tracing is on)."""
-        if not tracing.ENABLED:
-            return await self._call(kwargs)
-        with tracing.tool_span(self.name, kwargs):
-            return await self._call(kwargs)
-
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        """Call the tool with arguments `parse_arguments` already checked."""
         if self.is_async:
             return await self.function(**kwargs)
         if self.blocking:
@@ -235,7 +227,7 @@ class SchemaToolEntry(ToolEntry):
         return (f"argument {argument!r} is {' or '.join(sorted(map(str, accepted)))}, but its template renders "
                 f"{' or '.join(sorted(kinds))}")
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
+    async def call_parsed(self, kwargs: dict[str, Any]) -> Any:
         return await self.function(kwargs)
 
 

@@ -87,7 +87,7 @@ class NodeActivities:
         if tracing.ENABLED and task.trace_parent is not None:  # run again after a lost worker: the same span id
             path = task.path + spec.id
             work = tracing.node_attempt(work, task.trace_parent, tracing.span_id_of(task.run_id, path, task.attempt),
-                                        path, spec.type, task.attempt)
+                                        path, spec.type, task.attempt, getattr(spec, "tool_name", None))
         try:
             result = await _timed(work, spec.timeout_seconds)
         except RunStopped as stop:
