@@ -1,7 +1,7 @@
 """A run's or workflow's graph as the run views draw it (/ui and the MCP App): nodes, edges, containers.
 
-The same as `ice_mcp.server.web.ui.graph`, one layer down so the MCP protocol can send it too; that module
-is meant to re-export this one.
+It lives beside the protocol so the MCP App's `run_status` can send it; `/ui` re-exports it
+(`ice_mcp.server.web.ui.graph`).
 """
 
 from __future__ import annotations
