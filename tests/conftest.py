@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import http.server
-import json
-import os
-import re
-import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +22,14 @@ from hypothesis import settings as hypothesis_settings
 
 from ice_mcp import Orchestrator, Registry, Settings
 
-# The server and observability tests' helpers (mcp_helpers, live, otlp_receiver) serve other folders too; appended, so no folder's conftest
-# module is shadowed (several folders import theirs as `conftest`).
+# The server and observability tests' helpers (mcp_helpers, live, llm_mock, otlp_receiver) serve other folders
+# too; appended, so no folder's conftest module is shadowed (several folders import theirs as `conftest`).
 for helpers in ("server", "observability"):
     folder = str(Path(__file__).resolve().parent / helpers)
     if folder not in sys.path:
         sys.path.append(folder)
+
+from llm_mock import Aimock, serve_aimock  # noqa: E402 (found on the path just set)
 
 # No test asserts on time, Hypothesis's own checks included: a loaded 2-core CI machine is slow, not wrong.
 hypothesis_settings.register_profile("ice_mcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -154,66 +150,11 @@ def make_receiver() -> Any:
     return receiver
 
 
-# -- aimock (@copilotkit/aimock): the LLM providers' APIs on a free loopback port, for the whole session ----
-
-ROOT = Path(__file__).resolve().parents[1]
-AIMOCK_FIXTURES = Path(__file__).parent / "llm" / "fixtures" / "aimock.json"
-AIMOCK_CLI = ROOT / ".tools" / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
-
-
-class Aimock:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def journal(self) -> list[dict[str, Any]]:
-        """Every request aimock received, oldest first."""
-        with urllib.request.urlopen(f"{self.url}/__aimock/journal", timeout=5) as answer:
-            return list(json.loads(answer.read()))
-
-    def env(self) -> dict[str, str]:
-        return {
-            "OPENAI_API_KEY": "test-openai",
-            "OPENAI_BASE_URL": f"{self.url}/v1",
-            "ANTHROPIC_API_KEY": "test-anthropic",
-            "ANTHROPIC_BASE_URL": self.url,
-            "GEMINI_API_KEY": "test-gemini",
-            "GEMINI_BASE_URL": f"{self.url}/v1beta/openai/",
-            "DEEPSEEK_API_KEY": "test-deepseek",
-            "DEEPSEEK_BASE_URL": self.url,
-        }
+# -- aimock: the LLM providers' APIs on a free loopback port, for the whole session ----------------------------
 
 
 @pytest.fixture(scope="session")
 def aimock() -> Iterator[Aimock]:
-    node = shutil.which("node")
-    cli = Path(os.environ.get("AIMOCK_CLI", AIMOCK_CLI))
-    if node is None or not cli.is_file():
-        missing = "aimock is not installed: run scripts/setup_llm.sh"
-        if os.environ.get("CI"):
-            pytest.fail(missing)  # in CI a missing install step must not pass as skipped tests
-        pytest.skip(missing)
-    process = subprocess.Popen(
-        [node, str(cli), "--port", "0", "--host", "127.0.0.1", "--fixtures", str(AIMOCK_FIXTURES), "--log-level", "info"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "AIMOCK_STRICT_TURN_INDEX": "1"},
-    )
-    assert process.stdout is not None
-    url: str | None = None
-    for line in process.stdout:
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            url = found.group(1)
-            break
-    if url is None:
-        process.kill()
-        raise RuntimeError("aimock did not start")
-    # Keep draining its output so it never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # type: ignore[union-attr]
-    yield Aimock(url)
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    """aimock answering from tests/llm/fixtures/aimock.json."""
+    with serve_aimock() as mock:
+        yield mock

@@ -11,12 +11,10 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -30,8 +28,6 @@ from ice_mcp.store.otlp import CONTENT_ENV, dumps_trace, export_trace, node_span
 from ice_mcp.store.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-AIMOCK_CLI = ROOT / ".tools" / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
-AIMOCK_FIXTURES = ROOT / "tests" / "llm" / "fixtures" / "aimock.json"
 SECRET = "SECRET-INPUT-4711"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -74,37 +70,10 @@ TRACED_NODES = Counter([("fetch", 1), ("fetch", 2), ("ask", 1), ("check", 1), ("
 # -- aimock and the orchestrator --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def aimock_url() -> Iterator[str]:
-    """aimock (tests/llm's fixtures) on a free loopback port."""
-    node = shutil.which("node")
-    if node is None or not AIMOCK_CLI.is_file():
-        missing = "aimock is not installed: run scripts/setup_llm.sh"
-        if os.environ.get("CI"):
-            pytest.fail(missing)  # in CI a missing install step must not pass as skipped tests
-        pytest.skip(missing)
-    process = subprocess.Popen(
-        [node, str(AIMOCK_CLI), "--port", "0", "--host", "127.0.0.1", "--fixtures", str(AIMOCK_FIXTURES),
-         "--log-level", "info"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "AIMOCK_STRICT_TURN_INDEX": "1"})
-    assert process.stdout is not None
-    url = None
-    for line in process.stdout:
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            url = found.group(1)
-            break
-    if url is None:
-        process.kill()
-        raise RuntimeError("aimock did not start")
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # type: ignore[union-attr]
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
+@pytest.fixture
+def aimock_url(aimock: Any) -> str:
+    """The session's aimock (tests/llm's fixtures)."""
+    return str(aimock.url)
 
 
 async def no_sleep(seconds: float) -> None:

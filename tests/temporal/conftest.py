@@ -4,10 +4,6 @@ per test, a task queue of its own, an in-process worker and a client orchestrato
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import shutil
-import subprocess
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -15,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llm_mock import serve_aimock
 from temporal_cluster import (
-    AIMOCK_CLI,
     HERE,
     Cluster,
     Marks,
@@ -68,26 +64,8 @@ def temporal_address() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def aimock_url() -> Iterator[str]:
     """aimock with this folder's fixtures, on a free loopback port."""
-    node = shutil.which("node")
-    if node is None or not AIMOCK_CLI.is_file():
-        missing("aimock is not installed: run scripts/setup_llm.sh")
-    process = subprocess.Popen([node, str(AIMOCK_CLI), "--port", "0", "--host", "127.0.0.1", "--fixtures",
-                                str(HERE / "fixtures" / "aimock.json")], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "AIMOCK_STRICT_TURN_INDEX": "1"})
-    assert process.stdout is not None
-    url = None
-    for line in process.stdout:
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
-        if found:
-            url = found.group(1)
-            break
-    if url is None:
-        process.kill()
-        raise RuntimeError("aimock did not start")
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # type: ignore[union-attr]
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
+    with serve_aimock(HERE / "fixtures" / "aimock.json") as mock:
+        yield mock.url
 
 
 @pytest.fixture

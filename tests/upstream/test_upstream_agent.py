@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from upstream_servers import Aimock, Connect, time_server
+from llm_mock import Aimock
+from upstream_servers import Connect, time_server
 
 from ice_mcp.llm import LLMConfig, LLMService
 

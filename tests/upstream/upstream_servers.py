@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +29,6 @@ TIME = Path(sys.executable).with_name("mcp-server-time")
 CHANGING = Path(__file__).with_name("changing_server.py")
 
 Connect = Callable[..., Awaitable[Orchestrator]]  # the `connect` fixture: servers -> a connected orchestrator
-
-
-class Aimock:
-    """The LLM mock the `aimock` fixture started."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def journal(self) -> list[dict[str, Any]]:
-        """Every request aimock received, oldest first."""
-        with urllib.request.urlopen(f"{self.url}/__aimock/journal", timeout=5) as answer:
-            return list(json.loads(answer.read()))
 
 
 def require_servers() -> None:
