@@ -77,6 +77,15 @@ def serve_receiver() -> Iterator[OtlpReceiver]:
         server.server_close()
 
 
+def span_attribute(span: Any, key: str) -> Any:
+    """An OTLP span's attribute value (int or string), None when it has none."""
+    for item in span.attributes:
+        if item.key == key:
+            value = item.value
+            return value.int_value if value.HasField("int_value") else value.string_value
+    return None
+
+
 _MEMORY = InMemorySpanExporter()
 
 

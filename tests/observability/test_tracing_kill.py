@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from live import ServerProcess
-from otlp_receiver import serve_receiver
+from otlp_receiver import serve_receiver, span_attribute
 
 STEP = 0.4  # seconds each node waits: long enough to kill the server while a node is in flight
 SIX = {"name": "six", "nodes": [
@@ -26,14 +26,6 @@ def wait_until(check: Any, timeout: float, what: str) -> Any:
             return result
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def attribute(span: Any, key: str) -> Any:
-    for item in span.attributes:
-        if item.key == key:
-            value = item.value
-            return value.int_value if value.HasField("int_value") else value.string_value
-    return None
 
 
 @pytest.mark.slow
@@ -68,7 +60,7 @@ def test_an_embedded_run_resumed_after_sigkill_keeps_its_trace_with_no_duplicate
         trace_id}
     ran = Counter(line.split()[0] for line in marks.read_text().splitlines())
     assert sum(ran.values()) == 7  # one node was in flight at the kill and ran twice, the same attempt
-    attempts = Counter((span.name, attribute(span, "ice.node.attempt")) for span in spans
+    attempts = Counter((span.name, span_attribute(span, "ice.node.attempt")) for span in spans
                        if span.name.startswith("node "))
     # The killed attempt's span was never exported: each node attempt that ran to its end has exactly one.
     assert attempts == {(f"node n{i}", 1): 1 for i in range(1, 7)}

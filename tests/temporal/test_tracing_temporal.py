@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from otlp_receiver import OtlpReceiver, memory_spans, serve_receiver
+from otlp_receiver import OtlpReceiver, memory_spans, serve_receiver, span_attribute
 from temporal_cluster import Marks, Workers, llm_env, make_settings
 from test_failover import with_test_tools
 
@@ -45,14 +45,6 @@ def receiver(monkeypatch: pytest.MonkeyPatch, aimock_url: str) -> Iterator[OtlpR
         yield made
 
 
-def attribute(span: Any, key: str) -> Any:
-    for item in span.attributes:
-        if item.key == key:
-            value = item.value
-            return value.int_value if value.HasField("int_value") else value.string_value
-    return None
-
-
 @pytest.mark.slow
 async def test_a_temporal_run_is_one_trace_and_a_lost_worker_adds_no_span(
         tmp_path: Path, workers: Workers, marks: Marks, receiver: OtlpReceiver, aimock_url: str) -> None:
@@ -79,7 +71,7 @@ async def test_a_temporal_run_is_one_trace_and_a_lost_worker_adds_no_span(
     trace_id, run_span_id = record.traceparent[3:35], record.traceparent[36:52]
     ours = [span for span in receiver.spans() if span.name.startswith(("node ", "invoke_workflow", "chat "))]
     assert {span.trace_id.hex() for span in ours} == {trace_id}
-    attempts = Counter((span.name.removeprefix("node "), attribute(span, "ice.node.attempt")) for span in ours
+    attempts = Counter((span.name.removeprefix("node "), span_attribute(span, "ice.node.attempt")) for span in ours
                        if span.name.startswith("node "))
     assert 1 <= marks.counts()["n3"] <= 2  # n3 was in flight on the killed worker: it ran again, attempt 1
     assert attempts == {(node, 1): 1 for node in NODES}, attempts
@@ -92,5 +84,5 @@ async def test_a_temporal_run_is_one_trace_and_a_lost_worker_adds_no_span(
         assert named[f"node {node}"].parent_span_id == named["node fan"].span_id, node
     chat = named["chat gpt-4o-mini"]
     assert chat.parent_span_id == named["node ask"].span_id
-    assert (attribute(chat, "gen_ai.usage.input_tokens"), attribute(chat, "gen_ai.usage.output_tokens")) == (
+    assert (span_attribute(chat, "gen_ai.usage.input_tokens"), span_attribute(chat, "gen_ai.usage.output_tokens")) == (
         record.usage.input_tokens, record.usage.output_tokens)
