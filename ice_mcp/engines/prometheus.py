@@ -55,13 +55,14 @@ class Histogram:
 
 
 class NodeStats:
-    """One node type's finished executions."""
+    """One node type's finished executions (`llm`: its answers name the model, whose tokens count too)."""
 
-    __slots__ = ("failed", "seconds", "succeeded")
+    __slots__ = ("failed", "llm", "seconds", "succeeded")
 
-    def __init__(self) -> None:
+    def __init__(self, node_type: str) -> None:
         self.succeeded = self.failed = 0
         self.seconds = Histogram(NODE_BUCKETS)
+        self.llm = node_type == "llm"
 
 
 class PrometheusMetrics:
@@ -120,17 +121,20 @@ class PrometheusMetrics:
     def node_finished(self, data: dict[str, Any], succeeded: bool) -> None:
         """A node's final outcome (`node_succeeded` without `reused_from`, or `node_failed`)."""
         node_type = data.get("type")
-        if not isinstance(node_type, str):
-            return
-        stats = self.nodes.get(node_type)
+        stats = self.nodes.get(node_type)  # type: ignore[arg-type]
         if stats is None:
-            stats = self.nodes[node_type] = NodeStats()
-        stats.seconds.observe(float(data.get("duration_ms") or 0.0) / 1000)
+            if not isinstance(node_type, str):
+                return
+            stats = self.nodes[node_type] = NodeStats(node_type)
+        seconds = (data.get("duration_ms") or 0.0) / 1000
+        histogram = stats.seconds  # Histogram.observe, inline: this runs once per node
+        histogram.counts[bisect_left(NODE_BUCKETS, seconds)] += 1
+        histogram.total += seconds
         if not succeeded:
             stats.failed += 1
             return
         stats.succeeded += 1
-        if node_type == "llm":
+        if stats.llm:
             output = data.get("output")
             model = output.get("model") if isinstance(output, dict) else None
             self._spent(str(model) if model else UNKNOWN, None, data)
@@ -328,13 +332,14 @@ class RunMeter:
         self.handle: RunHandle | None = None  # set once the engine made it: a run suspended at shutdown never ends
 
     def __call__(self, event: Event) -> None:
+        if event.type == "node_succeeded":  # every node's: one call less
+            data = event.data
+            if "reused_from" not in data:  # a retry's reused node did not run again
+                self.metrics.node_finished(data, True)
+            return
         handler = _HANDLERS.get(event.type)
         if handler is not None:
             handler(self, event)
-
-    def _succeeded(self, event: Event) -> None:
-        if "reused_from" not in event.data:  # a retry's reused node did not run again
-            self.metrics.node_finished(event.data, True)
 
     def _failed(self, event: Event) -> None:
         self.metrics.node_finished(event.data, False)
@@ -359,7 +364,7 @@ class RunMeter:
 
 
 _HANDLERS: dict[str, Callable[[RunMeter, Event], None]] = {
-    "node_succeeded": RunMeter._succeeded, "node_failed": RunMeter._failed, "node_event": RunMeter._node_event,
+    "node_failed": RunMeter._failed, "node_event": RunMeter._node_event,
     "run_started": RunMeter._started, "run_resumed": RunMeter._resumed, "run_finished": RunMeter._finished,
 }
 
