@@ -29,7 +29,7 @@ MAX_MODELS = 64  # distinct (provider, model) label pairs; later ones are `other
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
 NODE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-MAX_WRITTEN = 10_000  # runs a worker remembers the last journaled event of (a batch written again counts once)
+MAX_WRITTEN = 10_000  # latest runs whose last journaled event a worker remembers (a batch written again counts once)
 
 
 class Histogram:
@@ -211,7 +211,6 @@ class PrometheusMetrics:
                 record = record_of(run_id)
             except Exception:  # the journal is written: counting goes on with what the events say
                 record = None
-        ended = False
         with self._lock:
             last = self._written.pop(run_id, -1)
             for event in events:
@@ -239,11 +238,9 @@ class PrometheusMetrics:
                     # On a fleet, `active` is exact summed over the workers (a run may end on another).
                     self.run_finished(self.workflow_label(name, version), str(data.get("status")),
                                       None if started is None else event.ts - started)
-                    ended = True
-            if not ended:  # an ended run's numbers are forgotten
-                self._written[run_id] = last
-                while len(self._written) > MAX_WRITTEN:
-                    self._written.popitem(last=False)
+            self._written[run_id] = last  # an ended run's too: its last batch may be written again
+            while len(self._written) > MAX_WRITTEN:
+                self._written.popitem(last=False)
 
     # -- exposition -----------------------------------------------------------------------------------
 

@@ -187,6 +187,7 @@ async def test_a_journal_written_twice_by_a_worker_counts_once(orc: Orchestrator
         worker.journaled(record.run_id, events[:middle], orc.store.get)
         worker.journaled(record.run_id, events[:middle], orc.store.get)
         worker.journaled(record.run_id, events[middle - 1:], orc.store.get)
+        worker.journaled(record.run_id, events[middle:], orc.store.get)  # the run's end, written again
     live, written = scraped(orc), parse(worker.exposition(None)[0].decode())
     for name in ("ice_runs_started_total", "ice_runs_finished_total", "ice_node_executions_total",
                  "ice_run_duration_seconds_count", "ice_node_duration_seconds_count", "ice_runs_active"):
