@@ -1,6 +1,6 @@
 """What tracing costs a run (issue 25): µs per node on a chain of 1 ms tool nodes with tracing absent, off and on.
 
-    .venv/bin/python bench/tracing.py                 # 200-node chain, 7 rounds per case
+    .venv/bin/python bench/tracing.py                 # 200-node chain, 11 rounds per case
     .venv/bin/python bench/tracing.py --nodes 500 --rounds 9
 
 - absent: the OpenTelemetry SDK never imported (no OTEL_* variable: what every user without tracing runs);
@@ -67,7 +67,7 @@ async def per_node_us(orc: Orchestrator, name: str, nodes: int) -> float:
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
     assert "opentelemetry.sdk" not in sys.modules
 
