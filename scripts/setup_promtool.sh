@@ -31,7 +31,12 @@ if [[ "$(id -u)" = 0 ]]; then
     sandbox=(-o APT::Sandbox::User=root)  # root's private temp folder is not apt's `_apt` user's to write
 fi
 log "downloading Debian's prometheus package (for promtool)"
-(cd "$work" && apt-get download -qq "${sandbox[@]}" prometheus >/dev/null)
+if ! (cd "$work" && apt-get download -qq "${sandbox[@]}" prometheus >/dev/null 2>&1); then
+    # A fresh image may have no package lists yet: read them (as setup_ui.sh does), then try again.
+    log "no package lists yet: apt-get update"
+    if [[ "$(id -u)" = 0 ]]; then apt-get update -qq; else sudo apt-get update -qq; fi
+    (cd "$work" && apt-get download -qq "${sandbox[@]}" prometheus >/dev/null)
+fi
 deb="$(find "$work" -maxdepth 1 -name 'prometheus_*.deb' | head -1)"
 if [[ -z "$deb" ]]; then
     log "apt-get download prometheus fetched nothing"

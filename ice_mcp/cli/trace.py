@@ -16,6 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.errors import IceError
+
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.otlp import ProviderResolver
@@ -32,12 +34,11 @@ EXPORT_DESCRIPTION = (
     "shows its error code only). OTEL_SERVICE_NAME names the service (default ice-mcp).")
 
 
-class RunNotFound(Exception):
+class RunNotFound(IceError):
     """No run, or more than one, answers to the id given: one line for stderr."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
+        super().__init__(message, code=code)
 
 
 def add_trace_commands(commands: Any) -> None:
