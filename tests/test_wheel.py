@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # What a build reads besides the sources, and what is never part of one.
 SKIP = shutil.ignore_patterns(".git", ".venv", ".tools", ".data", ".cache", "build", "dist", "*.egg-info",
                               "__pycache__", ".*_cache", "node_modules", "tests", "bench")
-OVERRIDES = ("ICE_MCP_BLUEPRINTS_DIR", "ICE_MCP_DOCS_DIR", "ICE_MCP_PROMPTS_DIR", "ICE_MCP_TOOLS")
+OVERRIDES = ("ICE_MCP_BLUEPRINTS_DIR", "ICE_MCP_DOCS_DIR", "ICE_MCP_PROMPTS_DIR", "ICE_MCP_SAMPLES_DIR", "ICE_MCP_TOOLS")
 
 
 def run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -60,7 +60,7 @@ def clean_env(workspace: Path) -> dict[str, str]:
 def test_the_wheel_carries_the_bundled_files(installed: Path, tmp_path: Path) -> None:
     code = ("import json, ice_mcp; from ice_mcp.bundled import bundled_dir; print(json.dumps({'package': "
             "ice_mcp.__file__, **{k: sorted(p.name for p in bundled_dir(k).iterdir()) "
-            "for k in ('blueprints', 'docs', 'prompts')}}))")
+            "for k in ('blueprints', 'docs', 'prompts', 'samples')}}))")
     found = json.loads(run(installed / "bin" / "python", "-c", code, cwd=tmp_path, env=clean_env(tmp_path)))
     # Imported from the venv, not the checkout; the data folders are copies, not links back to it.
     assert Path(found["package"]).is_relative_to(installed)
@@ -69,6 +69,7 @@ def test_the_wheel_carries_the_bundled_files(installed: Path, tmp_path: Path) ->
     assert found["blueprints"] == sorted(p.name for p in (ROOT / "blueprints").iterdir())
     assert found["docs"] == sorted(p.name for p in (ROOT / "resources").iterdir())
     assert found["prompts"] == sorted(p.name for p in (ROOT / "prompts").iterdir())
+    assert found["samples"] == sorted(p.name for p in (ROOT / "examples").iterdir())  # what a new workspace gets
 
 
 async def test_installed_server_lists_templates_docs_and_prompts(installed: Path, tmp_path: Path) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
@@ -256,14 +257,18 @@ def _parse_node(raw: dict[str, Any]) -> Any:
         return Unparsed(str(raw.get("id", "")), str(raw.get("type", "")), deps)
 
 
-def schema_issues(exc: ValidationError, raw: Mapping[str, Any]) -> list[ValidationIssue]:
-    """Pydantic errors as issues, each naming the node it is in (the innermost, for sub-graphs)."""
+def schema_issues(exc: ValidationError, raw: Mapping[str, Any],
+                  model: type[BaseModel] = Blueprint) -> list[ValidationIssue]:
+    """Pydantic errors as issues, each naming the node it is in (the innermost, for sub-graphs); an unknown field
+    comes with the nearest known one of its place in `model`."""
     issues: list[ValidationIssue] = []
     seen: set[tuple[str | None, str | None, str]] = set()
     for error in exc.errors(include_url=False):
         loc = list(error["loc"])
         node_id, field = _locate(raw, loc)
-        if error["type"] == "union_tag_invalid":
+        if error["type"] == "extra_forbidden" and loc:
+            issue = _unknown_field(str(loc[-1]), _fields_at(model, loc[:-1]), node_id, field)
+        elif error["type"] == "union_tag_invalid":
             tag = str(error.get("ctx", {}).get("tag", ""))
             issue = ValidationIssue(code="unknown_node_type", message=f"unknown node type {tag!r}",
                                     node_id=node_id, field="type", suggestion=nearest(tag, NODE_TYPES))
@@ -278,6 +283,82 @@ def schema_issues(exc: ValidationError, raw: Mapping[str, Any]) -> list[Validati
             seen.add(key)
             issues.append(issue)
     return issues
+
+
+# Other tools' words for a field of ours (GitHub Actions' `needs`, network manifests' `after`, ...).
+_DEPENDS = ("dependencies", "after")  # a node's, a network workflow's
+FIELD_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "depends_on": _DEPENDS, "needs": _DEPENDS, "after": _DEPENDS, "deps": _DEPENDS, "requires": _DEPENDS,
+    "dependencies": _DEPENDS, "args": ("tool_args",), "arguments": ("tool_args",), "tool": ("tool_name",),
+    "timeout": ("timeout_seconds",), "retry": ("retries",)}
+
+
+def _unknown_field(name: str, known: list[str], node_id: str | None, field: str | None) -> ValidationIssue:
+    synonyms = [s for s in FIELD_SYNONYMS.get(name, ()) if s in known]
+    suggestion = synonyms[0] if synonyms else nearest(name, known)
+    message = f"unknown field {name!r}"
+    if suggestion is None and known:
+        message += f"; known fields here: {', '.join(known)}"
+    return ValidationIssue(code="schema", message=message, node_id=node_id, field=field, suggestion=suggestion)
+
+
+def _fields_at(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """The field names (aliases where they have one) of the model found at `loc` inside `model`, or []."""
+    annotation: Any = model
+    for part in loc:
+        annotation = _step(annotation, part)
+        if annotation is None:
+            return []
+    found = _model_in(annotation)
+    if found is None:
+        return []
+    return [info.alias or name for name, info in found.model_fields.items()]
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    """One step of a pydantic error location through a type: a field, a list item, a dict value, a union's tag."""
+    annotation = _plain(annotation)
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [_plain(m) for m in get_args(annotation) if m is not type(None)]
+        for member in members:  # pydantic names a member by its tag (nodes.0.tool.x) or its class (InlineAgent)
+            tag = member.model_fields.get("type") if _is_model(member) else None
+            if (tag is not None and tag.default == part) or (_is_model(member) and member.__name__ == part):
+                return member
+        for member in members:
+            found = _step(member, part)
+            if found is not None:
+                return found
+        return None
+    if _is_model(annotation) and isinstance(part, str):
+        for name, info in annotation.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    if get_origin(annotation) in (list, tuple, set) and isinstance(part, int):
+        return get_args(annotation)[0]
+    if get_origin(annotation) is dict and isinstance(part, str):
+        return get_args(annotation)[1]
+    return None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    annotation = _plain(annotation)
+    if _is_model(annotation):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        models = [m for m in map(_plain, get_args(annotation)) if _is_model(m)]
+        return models[0] if len(models) == 1 else None
+    return None
+
+
+def _plain(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _locate(raw: Any, loc: list[Any]) -> tuple[str | None, str | None]:
@@ -328,4 +409,4 @@ def load_network(source: NetworkManifest | str | Path | Mapping[str, Any],
     try:
         return NetworkManifest.model_validate(raw)
     except ValidationError as exc:
-        raise BlueprintInvalid(ValidationReport(ok=False, errors=schema_issues(exc, raw))) from None
+        raise BlueprintInvalid(ValidationReport(ok=False, errors=schema_issues(exc, raw, NetworkManifest))) from None

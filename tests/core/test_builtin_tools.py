@@ -68,10 +68,15 @@ async def test_csv_reader(orc: Orchestrator, settings: Settings) -> None:
     assert node.output["rows"] == [{"a": "1", "b": "2"}]
 
 
-async def test_csv_reader_missing_file(orc: Orchestrator) -> None:
+async def test_csv_reader_missing_file(orc: Orchestrator, settings: Settings) -> None:
     node = await call(orc, "csv_reader", path="nope.csv")
     assert node.status == "failed"
-    assert node.error == {"code": "not_found", "message": "no file 'nope.csv' in the workspace"}
+    # The folder by its absolute path and how to choose another: no dead end (issue 28).
+    workspace = str(settings.workspace.resolve())
+    assert node.error == {"code": "not_found", "message": (
+        f"no file 'nope.csv' in the workspace {workspace} (paths are relative to it; "
+        "the server's --workspace DIR or ICE_MCP_WORKSPACE sets another)"),
+        "details": {"path": "nope.csv", "workspace": workspace}}
 
 
 # -- json_query -------------------------------------------------------------
@@ -127,11 +132,15 @@ def outside(tmp_path: Path, settings: Settings) -> Path:
 @pytest.mark.parametrize("path", ["ABSOLUTE", "../secret.txt", "sub/../../secret.txt", "link_file",
                                   "link_dir/secret.txt", "/etc/passwd"])
 async def test_reads_outside_the_workspace_are_forbidden(orc: Orchestrator, outside: Path, name: str,
-                                                         path: str) -> None:
+                                                         path: str, settings: Settings) -> None:
     path = str(outside) if path == "ABSOLUTE" else path
     node = await call(orc, name, path=path)
     assert node.status == "failed"
-    assert node.error == {"code": "forbidden", "message": f"path {path!r} is outside the workspace"}
+    workspace = str(settings.workspace.resolve())
+    assert node.error == {"code": "forbidden", "message": (
+        f"path {path!r} is outside the workspace {workspace} (file tools use only that "
+        "folder; the server's --workspace DIR or ICE_MCP_WORKSPACE sets another)"),
+        "details": {"path": path, "workspace": workspace}}
 
 
 @pytest.mark.parametrize("path", ["ABSOLUTE", "../escaped.txt", "link_file", "link_dir/escaped.txt"])

@@ -76,7 +76,9 @@ HOOK_TOOLS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
         "webhook_rotate_secret", "A new secret for a webhook (shown only here); the current one stays valid for "
         "overlap_seconds (default a day) while senders move over.",
-        obj_schema({"id": _ID, "overlap_seconds": {"type": "number", "minimum": 0}}, ["id"]), _CHANGES,
+        obj_schema({"id": _ID, "overlap_seconds": {
+            "type": "number", "minimum": 0,
+            "description": "How long the old secret still verifies (default 86400: a day)."}}, ["id"]), _CHANGES,
         webhook_rotate_secret, scope="run", rpc="webhook.rotate_secret", cli=("webhooks", "rotate-secret")),
     BuiltinTool(
         "webhook_test", "Check a delivery without running anything: verify its signature (when headers are "

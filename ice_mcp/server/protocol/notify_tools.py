@@ -48,7 +48,8 @@ NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
         obj_schema({"url": {"type": "string", "description": "Where events are POSTed (http or https)."},
                     "workflow_target": {"type": "string", "description":
                                         "Instead of a URL: a workflow started with the event as its inputs."},
-                    "workflow": {"type": "string"}, "schedule_id": {"type": "string"},
+                    "workflow": {"type": "string", "description": "Whose runs: this workflow's."},
+                    "schedule_id": {"type": "string", "description": "Whose runs: the ones this schedule starts."},
                     "on": {"type": "array", "items": {"type": "string", "enum": list(ON)}, "minItems": 1,
                            "description": "Which endings are sent (default [\"failed\"])."},
                     "secret": {"type": "string", "description": "Your own whsec_ secret (default: a new one)."},
@@ -62,6 +63,8 @@ NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
                 scope="run", rpc="notify.delete", cli=("notify", "delete")),
     BuiltinTool("notify_history", "A target's deliveries, newest first: each event's state (pending, delivered, "
                 "failed, disabled) and every attempt (time, HTTP status or error, server).",
-                obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}, ["id"]),
+                obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description":
+                                                 "At most this many deliveries, newest first (default 50)."}},
+                           ["id"]),
                 READ_ONLY, notify_history, rpc="notify.history", cli=("notify", "history")),
 )

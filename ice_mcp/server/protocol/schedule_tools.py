@@ -144,13 +144,14 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         _CHANGES, schedule_update, scope="run", rpc="schedule.update"),
     BuiltinTool(
         "schedule_pause", "Stop firing a schedule until it is resumed (note: why).",
-        obj_schema({"id": _ID, "note": {"type": "string"}}, ["id"]), _CHANGES, schedule_pause, scope="run",
-        rpc="schedule.pause", cli=("schedules", "pause")),
+        obj_schema({"id": _ID, "note": {"type": "string", "description": "Why it is paused, kept with it."}},
+                   ["id"]), _CHANGES, schedule_pause, scope="run", rpc="schedule.pause", cli=("schedules", "pause")),
     BuiltinTool(
         "schedule_resume", "Fire a paused schedule again; catch_up runs the slots passed while paused as the "
         "catch-up policy says (default: they are recorded as paused, not run).",
-        obj_schema({"id": _ID, "catch_up": {"type": "boolean"}}, ["id"]), _CHANGES, schedule_resume, scope="run",
-        rpc="schedule.resume", cli=("schedules", "resume")),
+        obj_schema({"id": _ID, "catch_up": {"type": "boolean", "description":
+                                            "Run the slots passed while paused (default: record them as paused)."}},
+                   ["id"]), _CHANGES, schedule_resume, scope="run", rpc="schedule.resume", cli=("schedules", "resume")),
     BuiltinTool(
         "schedule_trigger", "Run a schedule's workflow (or network) now, outside its slots.",
         obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run", rpc="schedule.trigger",

@@ -1,5 +1,5 @@
 """The HTTP app: `/mcp` (Streamable HTTP, both eras), `/rpc` (JSON-RPC 2.0), `/ui` (the run view), `/healthz`,
-`/metrics` (Prometheus)."""
+`/metrics` (Prometheus), and `/` saying where those are."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from mcp.server.transport_security import TransportSecurityMiddleware
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ice_mcp.principals import ACTING
@@ -78,6 +78,13 @@ def create_http_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})
 
+    async def root(request: Request) -> Response:
+        # A browser goes to the run view; anything else learns where the endpoints are.
+        if "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/ui", status_code=307)
+        return JSONResponse({"name": options.name, "version": options.version, "mcp": "/mcp", "ui": "/ui",
+                             "rpc": "/rpc", "health": "/healthz", "metrics": "/metrics"})
+
     async def metrics(request: Request) -> Response:
         # The Guard asked for the token (PROTECTED); the Host/Origin allow-list is each route's, as for /rpc.
         rejected = await security.validate_request(request)
@@ -110,6 +117,7 @@ def create_http_app(
             Route("/mcp", SessionEndpoint(manager, token_configured=bool(token) or options.oauth is not None)),
             Route("/rpc", rpc, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/", root, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             *_counted(hook_routes(orc), orc.prometheus.hook_delivery),
             *ui_routes(orc, _ui_config(server, options), security),

@@ -15,6 +15,10 @@ from ice_mcp.tools.context import current_settings
 MAX_READ_BYTES = 20 * 1024 * 1024
 
 
+# How an operator points the file tools elsewhere: said with every refusal, so no error is a dead end.
+CHANGE_WORKSPACE = "the server's --workspace DIR or ICE_MCP_WORKSPACE sets another"
+
+
 def workspace_path(relative: str, *, must_exist: bool = True) -> Path:
     """`relative` inside the workspace; refuses absolute paths, `..` and symlinks that lead out."""
     root = current_settings().workspace.resolve()
@@ -23,13 +27,21 @@ def workspace_path(relative: str, *, must_exist: bool = True) -> Path:
         try:
             candidate = candidate.relative_to(root)
         except ValueError:
-            raise NodeFailure(f"path {relative!r} is outside the workspace", code="forbidden", retryable=False) from None
+            raise _outside(relative, root) from None
     resolved = (root / candidate).resolve()
     if not resolved.is_relative_to(root):
-        raise NodeFailure(f"path {relative!r} is outside the workspace", code="forbidden", retryable=False)
+        raise _outside(relative, root)
     if must_exist and not resolved.exists():
-        raise NodeFailure(f"no file {relative!r} in the workspace", code="not_found", retryable=False)
+        raise NodeFailure(f"no file {relative!r} in the workspace {root} (paths are relative to it; "
+                          f"{CHANGE_WORKSPACE})", code="not_found", retryable=False,
+                          details={"path": relative, "workspace": str(root)})
     return resolved
+
+
+def _outside(relative: str, root: Path) -> NodeFailure:
+    return NodeFailure(f"path {relative!r} is outside the workspace {root} (file tools use only that folder; "
+                       f"{CHANGE_WORKSPACE})", code="forbidden", retryable=False,
+                       details={"path": relative, "workspace": str(root)})
 
 
 def _read_text(path: Path, encoding: str) -> str:
