@@ -39,23 +39,24 @@ class UsageError(IceError):
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from ice_mcp.server.cli import add_upstream_arguments
+    from ice_mcp.server.cli import DATA_DIR_HELP, WORKSPACE_HELP, add_upstream_arguments
 
     parser.add_argument("--tools", action="append", default=[], metavar="MODULE",
                         help="import a Python module that registers tools (repeatable; also ICE_MCP_TOOLS)")
     parser.add_argument("--blueprints", action="append", default=[], metavar="DIR",
                         help="register every blueprint in this folder (repeatable)")
-    parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="the run store a cluster shares instead of the data folder: "
                                                        "redis://HOST:PORT/DB or sqlite:///FILE (ICE_MCP_STATE)")
-    parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)
     add_upstream_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ice_mcp.server.cli import LOG_LEVEL_HELP, IceArgumentParser, complete_help
     from ice_mcp.tools.egress import allow_net_argument
 
-    parser = argparse.ArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
+    parser = IceArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="node activities this worker runs at once (default 100)")
     worker.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable)")
-    worker.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    worker.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"), help=LOG_LEVEL_HELP)
     worker.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="serve this worker's Prometheus metrics on http://METRICS_HOST:PORT/metrics (no auth)")
     worker.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     add_trace_commands(commands)
+    complete_help(parser)  # options defined elsewhere (the run view's `ui`) get their help and default too
     return parser
 
 
@@ -104,28 +106,29 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
 
 
 def _validate_arguments(validate: argparse.ArgumentParser) -> None:
-    validate.add_argument("file")
+    validate.add_argument("file", help="a blueprint or a network manifest (JSON or YAML)")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _network_arguments(network_run: argparse.ArgumentParser) -> None:
-    network_run.add_argument("manifest")
+    network_run.add_argument("manifest", help="a network manifest (JSON or YAML)")
 
 
 def _list_arguments(runs_list: argparse.ArgumentParser) -> None:
-    runs_list.add_argument("--status")
-    runs_list.add_argument("--workflow")
-    runs_list.add_argument("--schedule-id", help="the runs this schedule started")
-    runs_list.add_argument("--limit", type=int, default=20)
+    runs_list.add_argument("--status", help="only runs in this state: running, succeeded, failed, canceled, "
+                                            "input_required, queued (default: every state)")
+    runs_list.add_argument("--workflow", help="only runs of this workflow (default: every workflow)")
+    runs_list.add_argument("--schedule-id", help="only the runs this schedule started (default: every run)")
+    runs_list.add_argument("--limit", type=int, default=20, help="at most this many, newest first")
 
 
 def _show_arguments(runs_show: argparse.ArgumentParser) -> None:
-    runs_show.add_argument("run_id")
+    runs_show.add_argument("run_id", help="the run's id")
     runs_show.add_argument("--events", action="store_true", help="include the event stream")
 
 
 def _retry_arguments(runs_retry: argparse.ArgumentParser) -> None:
-    runs_retry.add_argument("run_id")
+    runs_retry.add_argument("run_id", help="the finished run to run again")
     runs_retry.add_argument("--from", dest="from_node", metavar="NODE",
                             help="run this top-level node and everything after it again")
 
@@ -179,7 +182,8 @@ def _schema_arguments(parser: argparse.ArgumentParser, schema: dict[str, Any], f
     required = set(schema.get("required") or ())
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type")
-        help_text = prop.get("description")
+        # Every option has a help text, even where a tool's schema does not describe the input.
+        help_text = prop.get("description") or f"the tool's {name!r} input ({kind or 'JSON'})"
         if name in required and kind == "string" and name not in flags:
             parser.add_argument(name, help=help_text)
         elif kind == "boolean":
@@ -265,7 +269,9 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-async def make_orchestrator(args: argparse.Namespace, **overrides: Any) -> Orchestrator:
+async def make_orchestrator(args: argparse.Namespace, *, samples: bool = True, **overrides: Any) -> Orchestrator:
+    """The orchestrator a command runs with; `samples`: a new (empty or missing) workspace gets the sample files."""
+    from ice_mcp.bundled import seed_workspace
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.settings import Settings
     from ice_mcp.tools.modules import import_tool_modules
@@ -274,6 +280,8 @@ async def make_orchestrator(args: argparse.Namespace, **overrides: Any) -> Orche
     import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None, **overrides)
+    if samples:
+        seed_workspace(settings.workspace)
     # The tools the modules just registered with @tool, in this orchestrator's own registry.
     orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
     try:
@@ -328,19 +336,29 @@ def plan_to_run(orchestrator: Orchestrator, file_or_name: str) -> Plan:
     from ice_mcp.bundled import bundled_dir
 
     workflows = orchestrator.registry.workflows
+    path = Path(file_or_name)
     if file_or_name not in workflows:
-        path = Path(file_or_name)
         if path.exists():
             return orchestrator.compile(path)
+        if _names_a_file(file_or_name):  # examples/nope.yaml: meant as a file, so say that one is missing
+            where = path if path.is_absolute() else Path.cwd() / path
+            raise IceError(f"file not found: {file_or_name} (looked for {where})", code="not_found",
+                           details={"path": str(where)})
         for problem in orchestrator.load_blueprints(bundled_dir("blueprints")):
             print(f"warning: bundled template not registered: {problem.message}", file=sys.stderr)
     entry = workflows.get(file_or_name)
     if entry is None:
         suggestion = nearest(file_or_name, workflows)
-        hint = f"; did you mean {suggestion!r}?" if suggestion else f"; workflows: {', '.join(sorted(workflows))}"
-        raise IceError(f"{file_or_name!r} is neither a blueprint file nor a workflow name{hint}",
+        hint = f"did you mean {suggestion!r}?" if suggestion else f"workflows: {', '.join(sorted(workflows))}"
+        raise IceError(f"{file_or_name!r} is neither a blueprint file (no file {Path.cwd() / path}) nor a workflow "
+                       f"name (from --blueprints and the bundled templates); {hint}",
                        code="unknown_workflow", details={"name": file_or_name})
     return orchestrator.workflow_plan(file_or_name)
+
+
+def _names_a_file(text: str) -> bool:
+    """A workflow name is one word: a slash or a blueprint's extension means a file was meant."""
+    return "/" in text or os.sep in text or text.endswith((".json", ".yaml", ".yml"))
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -388,7 +406,7 @@ async def _network(args: argparse.Namespace) -> int:
 async def _validate(args: argparse.Namespace) -> int:
     from ice_mcp.blueprint.loading import read_document
 
-    orchestrator = await make_orchestrator(args)
+    orchestrator = await make_orchestrator(args, samples=False)  # checks only: no workspace needed
     path = Path(args.file)
     try:
         document = read_document(path)
@@ -428,6 +446,13 @@ def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse
 
 
 def _list_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
+    from ice_mcp.server.cli import runs_location
+
+    # On stderr, so stdout stays one line per run: whose runs these are (the default folder is machine-wide).
+    chosen = args.data_dir or args.state or os.environ.get("ICE_MCP_DATA_DIR") or os.environ.get("ICE_MCP_STATE")
+    shared = "" if chosen else (", shared by every ice-mcp on this machine not given --data-dir or "
+                                "ICE_MCP_DATA_DIR")
+    print(f"runs in {runs_location(orchestrator.settings)}{shared}", file=sys.stderr)
     for record in orchestrator.list_runs(status=args.status, workflow=args.workflow, limit=args.limit,
                                          schedule_id=args.schedule_id):
         data = record.to_dict()
@@ -510,7 +535,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: Sequence[str] | None, collecting: bool = False) -> int:
+    from ice_mcp.server.cli import apply_default_workspace
+
     args = build_parser().parse_args(argv)
+    apply_default_workspace(args)
     resume_gc = gc.enable if collecting else _gc_unchanged
     if "resume_gc" in vars(args):  # `serve`: turns the collector on itself, once it is up (ice_mcp.server.cli)
         args.resume_gc = resume_gc

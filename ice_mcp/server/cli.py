@@ -1,4 +1,5 @@
-"""`ice-mcp serve`, `ice-mcp ui`, `ice-mcp dev-cluster` and `ice-mcp claude-config`."""
+"""`ice-mcp serve`, `ice-mcp ui`, `ice-mcp dev-cluster` and `ice-mcp claude-config`, and what every command
+shares: the parser whose help shows defaults, and the default workspace."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ice_mcp import tracing
-from ice_mcp.bundled import bundled_dir
+from ice_mcp.bundled import SAMPLES_FOLDER, bundled_dir, seed_workspace
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.additions import load_extension
@@ -30,6 +32,58 @@ from ice_mcp.tools.registry import DEFAULT_REGISTRY
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
 CONFORMANCE_MODULE = "ice_mcp.conformance"
+WORKSPACE_HELP = f"the only folder file tools may use (ICE_MCP_WORKSPACE; default ~/{WORKSPACE_NAME}, created, with " \
+                 f"sample files in {SAMPLES_FOLDER}/ when new)"
+DATA_DIR_HELP = "where runs are kept (ICE_MCP_DATA_DIR; default ~/.local/share/ice_mcp, shared by every ice-mcp " \
+                "on this machine that is not given another)"
+LOG_LEVEL_HELP = "what the log shows: DEBUG, INFO, WARNING or ERROR (ICE_MCP_LOG_LEVEL)"
+# Help for options that rooms of their own define without it (the run view's `ice-mcp ui`).
+FALLBACK_HELP = {"host": "the address to listen on", "port": "the TCP port to listen on (0: any free one)",
+                 "log_level": LOG_LEVEL_HELP}
+# Options whose default is decided when the command runs (environment, home folder): said in their help.
+RUNTIME_DEFAULTS = {"workspace": f"~/{WORKSPACE_NAME}", "data_dir": "~/.local/share/ice_mcp"}
+
+
+class HelpWithDefaults(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless its text already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (text and action.option_strings and "default" not in text and action.nargs != 0
+                and default not in (None, [], (), argparse.SUPPRESS)):
+            return f"{text} (default: %(default)s)"
+        return text
+
+
+class IceArgumentParser(argparse.ArgumentParser):
+    """The command line's parser: its sub-commands are of this class too, so every `--help` shows defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpWithDefaults)
+        super().__init__(*args, **kwargs)
+
+
+def complete_help(parser: argparse.ArgumentParser) -> None:
+    """Give every option of `parser` and its sub-commands a help text that says its default (FALLBACK_HELP,
+    RUNTIME_DEFAULTS), whichever room defined the option."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                complete_help(child)
+            continue
+        if not action.help and action.dest in FALLBACK_HELP:
+            action.help = FALLBACK_HELP[action.dest]
+        runtime = RUNTIME_DEFAULTS.get(action.dest)
+        if runtime and action.help and "default" not in action.help:
+            action.help = f"{action.help} (default: {runtime})"
+
+
+def apply_default_workspace(args: argparse.Namespace) -> None:
+    """A command with `--workspace` and neither it nor ICE_MCP_WORKSPACE set uses ~/ice-mcp-workspace, the folder
+    `claude-config` names too: never the current folder (a checkout's git tree, or `/` for Claude Desktop)."""
+    if "workspace" in vars(args) and args.workspace is None and not os.environ.get("ICE_MCP_WORKSPACE"):
+        args.workspace = default_workspace()
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +97,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         default=os.environ.get("ICE_MCP_FORWARDED_ALLOW_IPS") or None,
                         help="behind a reverse proxy: the proxies (comma-separated IPs, or *) whose X-Forwarded-For "
                              "makes a client's address real (ICE_MCP_FORWARDED_ALLOW_IPS; default 127.0.0.1)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="with --http: the address to listen on (0.0.0.0 for every interface)")
+    parser.add_argument("--port", type=int, default=8000, help="with --http: the TCP port (0: any free one)")
     parser.add_argument(
         "--stateless", action="store_true", help="no sessions (for replicas behind a load balancer)"
     )
@@ -64,7 +119,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude", action="append", default=[], metavar="PATTERN", help="hide matching tools"
     )
     parser.add_argument(
-        "--wait-seconds", type=float, default=None, help="wait budget of a tool call"
+        "--wait-seconds", type=float, default=None,
+        help="how long a tool call waits for its run before it answers status 'running' with the run's id "
+             "(ICE_MCP_WAIT_SECONDS; default 25)"
     )
     parser.add_argument("--pin", action="append", default=[], metavar="NAME",
                         help="keep workflow NAME in tools/list when there are more workflows than "
@@ -72,12 +129,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allowed-host", action="append", default=[], help="extra Host header value to accept"
     )
-    parser.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
+    parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="keep runs, journals, keys, spend and blueprints in a store "
                                                        "that replicas share: redis://HOST:PORT/DB (ICE_MCP_STATE)")
     parser.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs at once; more wait for a "
                                                                    "slot (ICE_MCP_MAX_RUNS)")
-    parser.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
+    parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)
     parser.add_argument("--allow-net", action="append", type=allow_net_argument, metavar="CIDR|HOST",
                         help="let outbound fetches reach this private address range or host (repeatable; "
                              "ICE_MCP_ALLOW_NET)")
@@ -98,7 +155,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              "and prompts of its own (repeatable)")
     parser.add_argument("--conformance-fixtures", action="store_true",
                         help="serve the MCP conformance suite's fixtures (the same as --extend ice_mcp.conformance)")
-    parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"), help=LOG_LEVEL_HELP)
     parser.add_argument("--log-file", type=Path, default=os.environ.get("ICE_MCP_LOG_FILE") or None,
                         help="append logs (everything the server writes to stderr) to this file")
 
@@ -112,7 +169,10 @@ def add_upstream_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_serve_commands(subparsers: Any) -> None:
     """Add `serve`, `ui` and `claude-config` to the main CLI's subparsers (each sets `handler`)."""
-    serve = subparsers.add_parser("serve", help="run the MCP server (stdio, or --http)")
+    serve = subparsers.add_parser(
+        "serve", help="run the MCP server (stdio, or --http)",
+        description="Serve workflows, tools and agents as MCP tools: over stdio for a client that starts the "
+                    "server (Claude Desktop), or over Streamable HTTP with --http (/mcp, /rpc, /ui, /healthz).")
     add_serve_arguments(serve)
     # `resume_gc`: the command line may pause the cyclic GC for the start-up and set this; `_serve` calls it once
     # the server is up (see `_started`).
@@ -120,9 +180,10 @@ def add_serve_commands(subparsers: Any) -> None:
     config = subparsers.add_parser(
         "claude-config", help="print the claude_desktop_config.json block"
     )
-    config.add_argument("--name", default="ice-mcp")
+    config.add_argument("--name", default="ice-mcp", help="the server's name in mcpServers")
     config.add_argument("--workspace", type=Path,
-                        help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created)")
+                        help=f"the only folder the server's file tools may use (default ~/{WORKSPACE_NAME}, created, "
+                             f"with sample files in {SAMPLES_FOLDER}/ when new)")
     config.set_defaults(handler=run_claude_config)
     add_ui_command(subparsers)
     add_dev_cluster_command(subparsers)
@@ -157,7 +218,9 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -
                                  engine=getattr(args, "engine", None), temporal_address=getattr(args, "temporal", None),
                                  temporal_namespace=getattr(args, "namespace", None),
                                  temporal_task_queue=getattr(args, "task_queue", None))
-    settings.workspace.mkdir(parents=True, exist_ok=True)  # the folder named by claude-config may be new
+    copied = seed_workspace(settings.workspace)  # the folder named by claude-config may be new
+    if copied:
+        logger.info("workspace %s: sample files copied: %s", settings.workspace, ", ".join(copied))
     orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
     try:
         extensions = list(getattr(args, "extend", None) or [])
@@ -239,7 +302,7 @@ async def _serve(args: argparse.Namespace) -> None:
             workflows = sorted(orc.registry.workflows)
             _started(args, collect=True)
             await serve_http(app, listener, args.log_level,
-                             on_started=lambda: announce(args.host, port, workflows),
+                             on_started=lambda: announce(args.host, port, workflows, settings=orc.settings),
                              forwarded_allow_ips=args.forwarded_allow_ips)
         finally:
             await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
@@ -258,17 +321,33 @@ def _started(args: argparse.Namespace, *, collect: bool) -> None:
         resume()
 
 
-def announce(host: str, port: int, workflows: list[str]) -> None:
-    """What `make run` shows: where the server listens and how to use it from Claude Desktop (stderr)."""
+def announce(host: str, port: int, workflows: list[str], *, settings: Settings | None = None) -> None:
+    """What `make run` shows: where the server listens, where its files and runs are, and how to use it from
+    Claude Desktop (stderr)."""
     url_host = f"[{host}]" if ":" in host else host
     lines = [
         f"ice_mcp: MCP over Streamable HTTP at http://{url_host}:{port}/mcp (JSON-RPC at /rpc, health at /healthz)",
         f"ice_mcp: run view in a browser at http://{url_host}:{port}/ui",
         f"ice_mcp: {len(workflows)} workflow(s): {', '.join(workflows) or '(none)'}",
-        "ice_mcp: for Claude Desktop (stdio), add this to claude_desktop_config.json:",
-        json.dumps(claude_config(), indent=2),
     ]
+    if settings is not None:
+        lines.append(f"ice_mcp: files in {settings.workspace} (--workspace), runs in {runs_location(settings)} "
+                     "(--data-dir)")
+    lines += ["ice_mcp: for Claude Desktop (stdio), add this to claude_desktop_config.json:",
+              json.dumps(claude_config(), indent=2)]
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def runs_location(settings: Settings) -> str:
+    """Where a command reads and writes runs: the shared store's URL (without its password) or the data folder."""
+    if not settings.state_url:
+        return str(settings.data_dir)
+    parts = urlsplit(settings.state_url)
+    if parts.password is None:
+        return settings.state_url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -304,14 +383,17 @@ def claude_config(name: str = "ice-mcp", workspace: Path | None = None) -> dict[
 def run_claude_config(args: argparse.Namespace) -> int:
     config = claude_config(getattr(args, "name", "ice-mcp"), getattr(args, "workspace", None))
     workspace = Path(next(iter(config["mcpServers"].values()))["args"][-1])
-    workspace.mkdir(parents=True, exist_ok=True)
+    if seed_workspace(workspace):  # stderr: stdout is the block to paste
+        print(f"ice_mcp: sample files copied into {workspace / SAMPLES_FOLDER}", file=sys.stderr)
     print(json.dumps(config, indent=2))
     return 0
 
 
 def serve_main(argv: list[str]) -> int:
     """`serve ...` or `claude-config`: for callers that do not share the main parser."""
-    parser = argparse.ArgumentParser(prog="ice-mcp")
+    parser = IceArgumentParser(prog="ice-mcp")
     add_serve_commands(parser.add_subparsers(dest="command", required=True))
+    complete_help(parser)
     args = parser.parse_args(argv)
+    apply_default_workspace(args)
     return int(args.handler(args))

@@ -185,7 +185,10 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_subprocess_run_of_the_example(tmp_path: Path) -> None:
-    env = {**os.environ, "ICE_MCP_DATA_DIR": str(tmp_path / "data")}
+    # No workspace given: ~/ice-mcp-workspace (here a temporary home), where the sample CSV is copied.
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")  # the compiled sandbox, kept
+    env = {**os.environ, "ICE_MCP_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path / "home"),
+           "XDG_CACHE_HOME": cache}
     env.pop("ICE_MCP_WORKSPACE", None)
     done = subprocess.run([sys.executable, "-m", "ice_mcp", "run", "examples/sales_report.yaml"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -256,12 +259,12 @@ def test_run_an_unknown_name_says_so_in_one_line(tmp_path: Path, capsys: pytest.
     assert main(["run", "render_sumary", "--data-dir", str(tmp_path / "d")]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == ("error [unknown_workflow]: 'render_sumary' is neither a blueprint file nor a workflow name; "
-                   "did you mean 'render_summary'?\n")
+    assert err == ("error [unknown_workflow]: 'render_sumary' is neither a blueprint file "
+                   f"(no file {Path.cwd() / 'render_sumary'}) nor a workflow name (from --blueprints and the "
+                   "bundled templates); did you mean 'render_summary'?\n")
     assert main(["run", "missing.json", "--data-dir", str(tmp_path / "d")]) == 1
-    [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("error [unknown_workflow]: 'missing.json' is neither a blueprint file nor a workflow "
-                           "name; workflows: api_extract, csv_report,")
+    [line] = capsys.readouterr().err.splitlines()  # a blueprint's extension: a file was meant (issue 28)
+    assert line == f"error [not_found]: file not found: missing.json (looked for {Path.cwd() / 'missing.json'})"
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
