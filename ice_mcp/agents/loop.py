@@ -99,6 +99,8 @@ async def run_agent(
             tool_calls=[c.as_dict() for c in completion.tool_calls],
             usage=completion.usage.as_dict(),
             cost_usd=completion.cost_usd,
+            model=completion.model,
+            provider=completion.provider,
         )
         if not completion.tool_calls:
             result.stopped = "answered"

@@ -136,14 +136,18 @@ class PrometheusMetrics:
         stats.succeeded += 1
         if stats.llm:
             output = data.get("output")
-            model = output.get("model") if isinstance(output, dict) else None
-            self._spent(str(model) if model else UNKNOWN, None, data)
+            model, provider = (output.get("model"), output.get("provider")) if isinstance(output, dict) else (None,
+                                                                                                              None)
+            self._spent(str(model) if model else UNKNOWN, str(provider) if provider else None, data)
 
     def agent_turn(self, data: dict[str, Any]) -> None:
-        """One model call of an agent (`node_event` `agent_turn`): the model its registered definition names."""
-        entry = self._registry_of_names.agents.get(str(data.get("agent")))
-        config = entry.config if entry is not None else {}
-        model, provider = config.get("model"), config.get("provider")
+        """One model call of an agent (`node_event` `agent_turn`): the model and provider that answered (an older
+        journal's turn: the ones its registered definition names)."""
+        model, provider = data.get("model"), data.get("provider")
+        if not model:
+            entry = self._registry_of_names.agents.get(str(data.get("agent")))
+            config = entry.config if entry is not None else {}
+            model, provider = config.get("model"), config.get("provider")
         self._spent(str(model) if model else UNKNOWN, str(provider) if provider else None, data)
 
     def _spent(self, model: str, provider: str | None, data: dict[str, Any]) -> None:

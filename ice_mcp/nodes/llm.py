@@ -69,6 +69,7 @@ async def execute_llm(call: NodeCall) -> NodeResult:
         "usage": answer.usage.as_dict(),
         "cost_usd": answer.cost_usd,
         "model": answer.completion.model,
+        "provider": answer.completion.provider,  # what metrics and traces label the call with
     }
     if spec.output_schema is not None:
         output["json"] = answer.value

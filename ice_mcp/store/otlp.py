@@ -377,8 +377,9 @@ class _Builder:
         if node_type == "llm":
             output = (data or {}).get("output")
             text = output.get("text") if isinstance(output, Mapping) else None
+            provider = output.get("provider") if isinstance(output, Mapping) else None
             self._chat(attempt, 0, attempt.span.start, attempt.span.end, self._llm_usage(error, data), error,
-                       self._response_model(data), text)
+                       self._response_model(data), text, provider if isinstance(provider, str) else None)
         elif node_type == "agent":
             self._agent(attempt, error)
 
@@ -390,8 +391,11 @@ class _Builder:
             ts = float(event["ts"])
             if data.get("event") == "agent_turn":
                 usage = data.get("usage")
+                model, provider = data.get("model"), data.get("provider")  # the model that answered the turn
                 self._chat(attempt, index, cursor, ts, (usage if isinstance(usage, Mapping) else None,
-                                                        data.get("cost_usd")), None, None, data.get("text"))
+                                                        data.get("cost_usd")), None,
+                           model if isinstance(model, str) else None, data.get("text"),
+                           provider if isinstance(provider, str) else None)
                 answered = not data.get("tool_calls")
             elif data.get("event") == "agent_tool_call":
                 failed = data.get("error") if data.get("ok") is False else None
@@ -408,8 +412,9 @@ class _Builder:
 
     def _chat(self, attempt: _Attempt, index: int, start: float, end: float | None,
               usage: tuple[Mapping[str, Any] | None, Any] | None, error: Mapping[str, Any] | None,
-              response_model: str | None, text: Any) -> None:
+              response_model: str | None, text: Any, answered_by: str | None = None) -> None:
         model, provider = self._model(attempt.path)
+        provider = provider or genai_provider(answered_by)
         span = self._child(attempt, "chat", index, chat_span_name(model or response_model), SPAN_KIND_CLIENT,
                            start, end)
         tokens, cost = usage if usage is not None else (None, None)
