@@ -242,6 +242,23 @@ def annotate_request(record: RunRecord) -> None:
                              "ice.trigger.kind": str((record.trigger or {}).get("kind") or "call")})
 
 
+@contextlib.contextmanager
+def continuing(traceparent: str | None) -> Iterator[None]:
+    """Runs started inside go on in the sender's trace (a webhook's W3C `traceparent` header); a malformed
+    one is ignored, as the W3C spec asks."""
+    parent = _parent(traceparent) if ENABLED and traceparent else None
+    if parent is None:
+        yield
+        return
+    from opentelemetry import context as otel_context
+
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def workflow_operation(environ: Mapping[str, str] = os.environ) -> str:
     """`invoke_workflow`, or `invoke_agent` for the newer GenAI conventions (OTEL_SEMCONV_STABILITY_OPT_IN)."""
     opt_in = environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")

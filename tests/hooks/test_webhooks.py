@@ -3,6 +3,7 @@ package (an independent implementation), GitHub-style and bearer; redeliveries, 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -178,3 +179,28 @@ async def test_bad_definitions_are_refused_with_every_problem(orc: Orchestrator,
     assert gone.value.code == "unknown_webhook"
 
 
+
+
+async def test_a_delivery_with_a_traceparent_runs_in_the_senders_trace(
+        orc: Orchestrator, served: tuple[str, httpx2.AsyncClient]) -> None:
+    from otlp_receiver import memory_spans
+
+    _, http = served
+    hook = orc.hooks.create(workflow="echo", hook_id="traced")
+    body = json.dumps({"topic": "ice"}).encode()
+    sender = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with memory_spans() as spans:
+        answer = await http.post(hook["url"] + "?wait=10", content=body,
+                                 headers={**signed(hook["secret"], body), "traceparent": sender})
+        assert answer.status_code == 200, answer.text
+        record = orc.get_run(answer.json()["run_id"])
+        assert record is not None and record.traceparent is not None
+        assert record.traceparent[3:35] == "0af7651916cd43dd8448eb211c80319c"  # the sender's trace
+        assert record.trace_parent_span == "b7ad6b7169203331"
+        for _ in range(200):  # the run's span is made as its engine closes the run
+            if any(s.name == "invoke_workflow echo" for s in spans.get_finished_spans()):
+                break
+            await asyncio.sleep(0.02)
+        [run] = [s for s in spans.get_finished_spans() if s.name == "invoke_workflow echo"]
+    assert run.attributes is not None and run.attributes["ice.trigger.kind"] == "webhook"
+    assert run.parent is not None and f"{run.parent.span_id:016x}" == "b7ad6b7169203331"

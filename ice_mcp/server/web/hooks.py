@@ -10,6 +10,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ice_mcp import tracing
 from ice_mcp.hooks.desk import MAX_WAIT_SECONDS
 from ice_mcp.orchestrator import Orchestrator
 
@@ -40,7 +41,8 @@ def hook_routes(orc: Orchestrator) -> list[Route]:
                 return _error(400, "invalid_wait", f"wait: seconds from 0 to {MAX_WAIT_SECONDS:g}")
         headers = {name.lower(): value for name, value in request.headers.items()}
         query = {k: v for k, v in request.query_params.items() if k != "wait"}
-        answer = await orc.hooks.receive(request.path_params["hook_id"], bytes(body), headers, query, wait)
+        with tracing.continuing(headers.get("traceparent")):  # the sender's trace goes on in the run
+            answer = await orc.hooks.receive(request.path_params["hook_id"], bytes(body), headers, query, wait)
         return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
 
     return [Route("/hooks/{hook_id}", receive, methods=["POST"])]
