@@ -1,11 +1,14 @@
-"""Shared, generic fixtures. Nothing here is autouse and nothing touches global state but Hypothesis's profile."""
+"""Shared, generic fixtures. Nothing here is autouse; the only global state touched is Hypothesis's profile and
+two variables that keep every test, and every server or command a test starts, out of the real home."""
 
 from __future__ import annotations
 
 import http.server
+import os
 import socket
 import ssl
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -30,6 +33,15 @@ for helpers in ("server", "observability"):
         sys.path.append(folder)
 
 from llm_mock import Aimock, serve_aimock  # noqa: E402 (found on the path just set)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Servers and commands that tests start without folders of their own work in a scratch folder, never in
+    ~/ice-mcp-workspace or ~/.local/share/ice_mcp (a test of those defaults sets HOME itself)."""
+    scratch = Path(tempfile.mkdtemp(prefix="ice-mcp-tests-"))
+    os.environ.setdefault("ICE_MCP_WORKSPACE", str(scratch / "workspace"))
+    os.environ.setdefault("ICE_MCP_DATA_DIR", str(scratch / "data"))
+
 
 # No test asserts on time, Hypothesis's own checks included: a loaded 2-core CI machine is slow, not wrong.
 hypothesis_settings.register_profile("ice_mcp", deadline=None, suppress_health_check=[HealthCheck.too_slow])
