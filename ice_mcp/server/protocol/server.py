@@ -18,6 +18,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
+from ice_mcp.bundled import workspace_note
 from ice_mcp.errors import IceError
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
@@ -241,7 +242,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         options.name,
         version=options.version,
         title="ice_mcp",
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + workspace_note(orc.settings.workspace),  # where file paths point
         get_tool_input_schema=catalogue.input_schema,
         on_list_tools=list_tools,
         on_list_resources=list_resources,
