@@ -2,13 +2,14 @@
 
 Each workflow is a node of a synthetic graph driven by the same scheduler and runner as a
 blueprint; a failed workflow skips its dependents only. A network run has an id, so a caller
-that stops waiting can follow it (`run_status` / `run_result` take it like a run id).
+that stops waiting can follow it (`run_status` / `run_result` take it like a run id). On an
+engine that runs networks whole (Temporal: a workflow of child workflows) this process only checks,
+keeps and hands over the network, then follows its record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import graphlib
 import importlib
 import time
 import uuid
@@ -20,18 +21,18 @@ from typing import TYPE_CHECKING, Any, cast
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import load_network
-from ice_mcp.blueprint.models import NetworkManifest, WorkflowNode
+from ice_mcp.blueprint.models import NetworkManifest
 from ice_mcp.core.context import CALL_TRIGGER, RunContext, Spend, check_fits
 from ice_mcp.core.executor import NodeCall, NodeExecutor
-from ice_mcp.core.plan import Graph, Plan, PlanNode
-from ice_mcp.core.scheduler import GraphShape
-from ice_mcp.core.templates import Scope, compile_value
+from ice_mcp.core.networks import keep_network, member_ended, network_graph, network_status
+from ice_mcp.core.plan import Graph, Plan
+from ice_mcp.core.templates import Scope
+from ice_mcp.engines.base import NetworkLaunch
 from ice_mcp.errors import (
     BlueprintInvalid,
     IceError,
     NodeFailure,
     RunStopped,
-    TemplateCompileError,
     UnknownName,
 )
 from ice_mcp.principals import acting_as, may_see, owned_key
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "NetworkRuns",
            "network_result"]
 ManifestSource = NetworkManifest | str | Path | Mapping[str, Any]
+HAND_OVER_SECONDS = 10.0  # how long an answer about a network waits for the engine that runs it to have it
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,10 @@ class NetworkHandle:
         self.cost_usd = 0.0
         self.workflows: dict[str, dict[str, Any]] = {}
         self.task: asyncio.Task[dict[str, Any]] | None = None
+        # Set when an engine runs it whole (Temporal): its hand-over, its record as kept there, its cancel.
+        self.started: asyncio.Future[bool] | None = None
+        self.kept: Callable[[], RunRecord | None] | None = None
+        self.stop: Callable[[], bool] | None = None
 
     @property
     def done(self) -> bool:
@@ -76,17 +82,35 @@ class NetworkHandle:
 
     def result(self) -> dict[str, Any]:
         """`{"network", "network_id", "status", "cost_usd", "workflows": {id: {status, run_id, outputs, error}}}`."""
+        if self.kept is not None and not self.done and (record := self.kept()) is not None:
+            self.take(record)  # run elsewhere: its record says where it stands
         return {"network": self.name, "network_id": self.network_id, "status": self.status,
                 "cost_usd": self.cost_usd, "workflows": {k: dict(v) for k, v in self.workflows.items()}}
 
+    def take(self, record: RunRecord) -> None:
+        """Stand as the network's kept record says."""
+        result = network_result(record)
+        self.status, self.cost_usd, self.workflows = result["status"], result["cost_usd"], result["workflows"]
+
     async def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """The result once the network ends, or as it stands after `timeout` seconds (it goes on)."""
+        if self.started is not None and not self.started.done():
+            # Not answered before the engine has it: from then on it outlives this process.
+            await asyncio.wait({self.started}, timeout=HAND_OVER_SECONDS)
         if self.task is not None and not self.task.done():
             await asyncio.wait({self.task}, timeout=timeout)
         return self.result()
 
     def cancel(self) -> bool:
+        if self.stop is not None:  # where it runs: its end comes back through the task
+            return not self.done and self.stop()
         return self.task is not None and self.task.cancel()
+
+    def detach(self) -> None:
+        """This process stops following it (a server stopping): a network it runs stops (another server resumes
+        it); one an engine runs goes on there."""
+        if self.task is not None:
+            self.task.cancel()
 
 
 def network_result(record: RunRecord) -> dict[str, Any]:
@@ -122,7 +146,8 @@ class NetworkRunner:
         With a run store the network run is kept there too (every process sees its state), and a key another
         process already started a network with returns that one's state instead of starting another.
         `resume`: the kept record of a network whose server died: it runs again under its id, and each of its
-        workflows attaches to the run it had started (their keys are the network's), so nothing runs twice."""
+        workflows attaches to the run it had started (their keys are the network's), so nothing runs twice.
+        An engine that runs networks whole (Temporal) is handed the network once it is kept: no server runs it."""
         network_id = resume.run_id if resume is not None else NETWORK_ID_PREFIX + uuid.uuid4().hex
         handle = NetworkHandle(network_id, manifest.name, caller)
         handle.workflows = {w.id: {"status": "skipped", "run_id": None, "outputs": None, "error": None}
@@ -131,29 +156,29 @@ class NetworkRunner:
         spend = Spend(budget_usd=manifest.budget_usd, parent=self.orc.caller_spend(caller))
         events = EventLog(handle.network_id, [on_event] if on_event else [])
         seen = dict(trigger) if trigger is not None else dict(CALL_TRIGGER)
-        kept = _Kept(self.orc, handle, manifest, trigger, self.base_dir, resume)
+        engine = self.orc.engine
+        kept = _Kept(self.orc, handle, manifest, trigger, self.base_dir, resume, owner=engine.network_owner)
 
         async def run_one(call: NodeCall) -> NodeResult:
             workflow_id = call.node.id
             result = handle.workflows[workflow_id]
             result["status"] = "running"
-            with acting_as(None):  # the key is the network's own (a resumed network attaches to its runs)
-                run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
-                                           parent_spend=spend, trigger=trigger, caller=caller,  # the caller's runs
-                                           idempotency_key=f"{handle.network_id}:{workflow_id}"
-                                           if self.orc.store is not None else None)
+            try:
+                with acting_as(None):  # the key is the network's own (a resumed network attaches to its runs)
+                    run = await self.orc.start(plans[workflow_id], call.render("inputs"), globals=manifest.global_,
+                                               parent_spend=spend, trigger=trigger, caller=caller,  # the caller's runs
+                                               idempotency_key=f"{handle.network_id}:{workflow_id}"
+                                               if self.orc.store is not None else None)
+            except IceError as exc:  # refused before it ran (its inputs, its workflow's limits, the budget)
+                result.update(status="failed", error=exc.as_dict())
+                kept.save()
+                raise
             result["run_id"] = run.run_id
             kept.save()
             record = await run.wait()
             result.update(status=record.status, outputs=record.outputs, error=record.error)
             kept.save()
-            left = spend.remaining()
-            if record.status == "over_budget" and left is not None and left <= 0:
-                raise RunStopped("over_budget", "the network reached its budget")
-            if record.status != "succeeded":
-                raise NodeFailure(f"workflow {workflow_id!r} {record.status}", code=f"workflow_{record.status}",
-                                  retryable=False)
-            return NodeResult(record.outputs or {})
+            return member_ended(workflow_id, record, spend)
 
         compiled, graph = self._compile(manifest, run_one)
         plans.update(compiled)
@@ -162,76 +187,61 @@ class NetworkRunner:
             total = total + plan.estimate
         check_fits(total, spend, f"network {manifest.name!r}")
         if resume is None and (holder := kept.create(idempotency_key, graph.shape.deps)) is not None:
-            return holder
+            stored = self.orc.store.get(holder.network_id) if self.orc.store is not None else None
+            if engine.network_owner is None or stored is None or stored.done:
+                return holder
+            # The key's network may have lost its server before it was handed over: hand it over (at most once).
+            return self._hand_over(holder, stored, manifest, compiled, seen)
+        if engine.network_owner is not None:
+            return self._hand_over(handle, kept.record, manifest, compiled, seen)
         ctx = RunContext(events.run_id, self.orc.services, events, Spend(), self.orc.runner, self.orc.workflow_plan,
                          globals=manifest.global_, trigger=seen)
 
         async def run() -> dict[str, Any]:
-            status = "succeeded"
+            stopped = None
             try:
                 await self.orc.runner.run_graph(graph, Scope({"global": manifest.global_, "trigger": seen}), ctx)
             except RunStopped as exc:
-                status = exc.status
+                stopped = exc.status
             except asyncio.CancelledError:
                 handle.status, handle.cost_usd = "cancelled", spend.cost_usd
                 kept.save()
                 raise
-            if status == "succeeded" and any(r["status"] != "succeeded" for r in handle.workflows.values()):
-                status = "failed"
-            handle.status, handle.cost_usd = status, spend.cost_usd
+            handle.status, handle.cost_usd = network_status(stopped, handle.workflows), spend.cost_usd
             kept.save()
             return handle.result()
 
         handle.task = asyncio.get_running_loop().create_task(run(), name=f"ice_mcp-{handle.network_id}")
         return handle
 
+    def _hand_over(self, handle: NetworkHandle, record: RunRecord, manifest: NetworkManifest,
+                   plans: dict[str, Plan], trigger: dict[str, Any]) -> NetworkHandle:
+        """Give the network to the engine that runs it whole (its members inside it): the handle reads its record
+        in the store while it runs, takes its end from the engine, and cancels it there."""
+        store = self.orc.store
+        handed = self.orc.engine.launch_network(NetworkLaunch(
+            record, manifest.model_dump(mode="json", by_alias=True, exclude_none=True), plans,
+            caller=handle.principal, trigger=trigger))
+
+        async def follow() -> dict[str, Any]:
+            handle.take(await handed.ended)
+            return handle.result()
+
+        handle.started, handle.stop = handed.started, handed.cancel
+        handle.kept = (lambda: store.get(handle.network_id)) if store is not None else None
+        handle.task = asyncio.get_running_loop().create_task(follow(), name=f"ice_mcp-{handle.network_id}")
+        return handle
+
     def _compile(self, manifest: NetworkManifest, execute: NodeExecutor) -> tuple[dict[str, Plan], Graph]:
-        issues: list[ValidationIssue] = []
-        ids = [w.id for w in manifest.workflows]
-        known = set(ids)
+        """Each workflow's plan (its ref resolved here) and the network's graph; every problem at once."""
         plans: dict[str, Plan] = {}
-        nodes: dict[str, PlanNode] = {}
-        deps: dict[str, tuple[str, ...]] = {}
+        issues: dict[str, list[ValidationIssue]] = {}
         for workflow in manifest.workflows:
             try:
                 plans[workflow.id] = self._resolve(workflow.ref)
             except BlueprintInvalid as exc:
-                issues.extend(e.model_copy(update={"node_id": workflow.id}) for e in exc.report.errors)
-            after = set()
-            for dep in workflow.after:
-                if dep not in known or dep == workflow.id:
-                    issues.append(ValidationIssue(code="unknown_dependency", message=f"`after` names unknown workflow {dep!r}",
-                                                  node_id=workflow.id, field="after", suggestion=nearest(dep, known)))
-                else:
-                    after.add(dep)
-            try:
-                compiled = compile_value(workflow.inputs)
-            except TemplateCompileError as exc:
-                issues.append(ValidationIssue(code=exc.code, message=str(exc), node_id=workflow.id, field="inputs"))
-                continue
-            for name in compiled.names - {"global", "trigger"}:
-                if name in known and name != workflow.id:
-                    after.add(name)
-                else:
-                    issues.append(ValidationIssue(code="unknown_reference", message=f"inputs read {name!r}, which is no workflow here",
-                                                  node_id=workflow.id, field="inputs", suggestion=nearest(name, known)))
-            deps[workflow.id] = tuple(sorted(after, key=ids.index))
-            spec = WorkflowNode(id=workflow.id, workflow_ref=workflow.id)
-            nodes[workflow.id] = PlanNode(workflow.id, spec, execute, deps[workflow.id], {"inputs": compiled})
-        if len(ids) != len(known):
-            issues.append(ValidationIssue(code="duplicate_id", message="workflow ids must be unique", field="workflows"))
-        if issues:
-            raise BlueprintInvalid(ValidationReport(ok=False, errors=issues))
-        shape = GraphShape(order=tuple(ids), deps=deps, gates=dict.fromkeys(ids, ()),
-                           on_error=dict.fromkeys(ids, "skip_dependents"))
-        depended = {d for ds in deps.values() for d in ds}
-        graph = Graph(nodes, shape, tuple(i for i in ids if i not in depended), manifest.max_parallel)
-        try:
-            graphlib.TopologicalSorter(deps).prepare()
-        except graphlib.CycleError as exc:
-            raise BlueprintInvalid(ValidationReport(ok=False, errors=[ValidationIssue(
-                code="cycle", message="workflow cycle: " + " → ".join(exc.args[1]), field="after")])) from None
-        return plans, graph
+                issues[workflow.id] = [e.model_copy(update={"node_id": workflow.id}) for e in exc.report.errors]
+        return plans, network_graph(manifest, execute, issues)
 
     def _resolve(self, ref: str) -> Plan:
         """A `ref`: a registered workflow, a blueprint file beside a local manifest, or module:function."""
@@ -258,8 +268,11 @@ class _Kept:
     """A network run's record in the run store (when there is one): its workflows as nodes, kept as they change."""
 
     def __init__(self, orc: Orchestrator, handle: NetworkHandle, manifest: NetworkManifest,
-                 trigger: Mapping[str, Any] | None, base_dir: Path | None, resumed: RunRecord | None) -> None:
-        self._store, self._me, self._owner, self._handle = orc.store, orc.owner, orc.owner.owner_id, handle
+                 trigger: Mapping[str, Any] | None, base_dir: Path | None, resumed: RunRecord | None,
+                 owner: str | None = None) -> None:
+        self._store, self._me, self._handle = orc.store, orc.owner, handle
+        # Its owner: an engine that runs it whole (never taken over), or this process, under its lease.
+        self._owner, self._leased = owner or orc.owner.owner_id, owner is None
         self._manifest = manifest
         # What a server that takes the run over needs to run it again: the manifest and where its files are.
         kept = {"manifest": manifest.model_dump(mode="json", by_alias=True, exclude_none=True),
@@ -278,7 +291,8 @@ class _Kept:
         drawing = {"schema_version": "1", "name": self._manifest.name, "description": self._manifest.description,
                    "nodes": [{"id": w.id, "type": "workflow", "workflow_ref": w.ref, "dependencies": list(deps[w.id])}
                              for w in self._manifest.workflows]}
-        self._store.register_owner(self._me)  # others take the run for lost only once this process's lease is
+        if self._leased:
+            self._store.register_owner(self._me)  # others take the run for lost only once this process's lease is
         holder = self._store.create(self.record, idempotency_key=idempotency_key, owner=self._owner,
                                     blueprint=drawing)
         stored = self._store.get(holder) if holder is not None else None
@@ -292,17 +306,9 @@ class _Kept:
     def save(self) -> None:
         if self._store is None:
             return
-        record, handle = self.record, self._handle
-        for wid, state in handle.workflows.items():
-            node = record.nodes[wid]
-            waiting = handle.status == "running" and state["run_id"] is None  # "skipped" only once it ended
-            node.status, node.error = "pending" if waiting else state["status"], state["error"]
-            node.output = {"run_id": state["run_id"], "outputs": state["outputs"]}
-        record.status, record.cost_usd = handle.status, handle.cost_usd
-        if handle.status != "running":
-            record.finished_at = time.time()
-            record.duration_ms = (record.finished_at - (record.started_at or record.finished_at)) * 1000
-        self._store.save(record, owner=self._owner)
+        handle = self._handle
+        keep_network(self.record, handle.workflows, handle.status, handle.cost_usd, time.time())
+        self._store.save(self.record, owner=self._owner)
 
 
 def _invalid(code: str, message: str, suggestion: str | None = None) -> BlueprintInvalid:

@@ -250,6 +250,18 @@ class Orchestrator(NetworkRuns):
     def _begin(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None,
                on_event: Listener | None, parent_spend: Spend | None, globals: Mapping[str, Any] | None = None,
                caller: str | None = None, trigger: Mapping[str, Any] | None = None) -> RunHandle:
+        record = self.new_run(plan, inputs, idempotency_key=idempotency_key, parent_spend=parent_spend,
+                              caller=caller, trigger=trigger)
+        return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
+                            globals=globals, parent_spend=parent_spend, caller=caller)
+
+    def new_run(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
+                parent_spend: Spend | None = None, caller: str | None = None,
+                trigger: Mapping[str, Any] | None = None, engine: str | None = None) -> RunRecord:
+        """What starting a run checks and holds before an engine runs it: the plan's estimate against
+        `parent_spend`, its inputs (schema defaults filled in), its record (traced) and its admission under the
+        workflow's `limits`. `engine`: the one that will run it, when not this orchestrator's (a Temporal
+        network's workflow, begun on a worker). Raises IceError(over_budget), InputsInvalid or RateLimited."""
         check_fits(plan.estimate, parent_spend, plan.name)
         prepared, problems = plan.prepare_inputs(inputs)
         if problems:
@@ -259,11 +271,10 @@ class Orchestrator(NetworkRuns):
                            workflow_version=plan.version, trigger=dict(trigger) if trigger is not None else None,
                            principal=caller)
         begin_run(record)
-        self._admit(plan, record, idempotency_key)
-        return self._launch(plan, record, None, idempotency_key=idempotency_key, on_event=on_event,
-                            globals=globals, parent_spend=parent_spend, caller=caller)
+        self._admit(plan, record, idempotency_key, engine)
+        return record
 
-    def _admit(self, plan: Plan, record: RunRecord, idempotency_key: str | None) -> None:
+    def _admit(self, plan: Plan, record: RunRecord, idempotency_key: str | None, engine: str | None = None) -> None:
         """Hold the workflow's `limits` in the run store (shared by every process on it); raises RateLimited,
         or (on_limit: queue) the run is `queued` and the engine starts it in its turn. A key another process
         already started a run with attaches to that run and is not counted again."""
@@ -271,9 +282,10 @@ class Orchestrator(NetworkRuns):
         if limits is None or self.store is None:
             return
         if limits.on_limit == "queue":
-            if self.engine.name != "embedded":  # its queue lives with the leases that keep it durable
+            engine = engine or self.engine.name
+            if engine != "embedded":  # its queue lives with the leases that keep it durable
                 raise IceError(f"{plan.name}: on_limit 'queue' needs the embedded engine; with --engine "
-                               f"{self.engine.name} use 'reject'", code="unsupported")
+                               f"{engine} use 'reject'", code="unsupported")
             record.status = "queued"
             return
         if idempotency_key and self.store.by_idempotency_key(idempotency_key):
@@ -539,6 +551,8 @@ class Orchestrator(NetworkRuns):
                 return network.cancel()
             if self.store is None or (record := self.store.get(run_id)) is None or record.done:
                 return False
+            if self.engine.network_owner is not None:  # the engine runs it: cancelled there
+                return await self.engine.cancel(run_id)
             self.store.request_cancel(run_id)  # the process running it hears, through the store
             return True
         return await self.engine.cancel(run_id)
@@ -561,7 +575,7 @@ class Orchestrator(NetworkRuns):
             if self._signals_task.get_loop() is asyncio.get_running_loop():
                 await asyncio.gather(self._signals_task, return_exceptions=True)  # it closes its connection
         for network in self._networks.values():
-            network.cancel()
+            network.detach() if suspend else network.cancel()
         await self.engine.aclose(suspend=suspend)
         await self.services.aclose()
         if self.store is not None:

@@ -3,8 +3,10 @@ gives back a `RunHandle` (kept in ice_mcp.handles), so nothing above the orchest
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,7 +22,8 @@ if TYPE_CHECKING:
     from ice_mcp.store.records import RunRecord
     from ice_mcp.store.sqlite import StoredRun
 
-__all__ = ["RECENT_RUNS", "Engine", "Launch", "LiveRuns", "RunHandle", "resume_failed"]
+__all__ = ["RECENT_RUNS", "Engine", "HandedNetwork", "Launch", "LiveRuns", "NetworkLaunch", "RunHandle",
+           "resume_failed"]
 
 RECENT_RUNS = 512
 logger = logging.getLogger(__name__)
@@ -82,11 +85,39 @@ class Launch:
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class NetworkLaunch:
+    """A network for an engine that runs networks whole: its record (kept already), its manifest as a document,
+    each workflow's plan by its id in the manifest (resolved by the server), who started it, and the `trigger`
+    its templates see."""
+
+    record: RunRecord
+    manifest: dict[str, Any]
+    members: dict[str, Plan]
+    caller: str | None = None
+    trigger: dict[str, Any] = field(default_factory=lambda: {"kind": "call"})
+
+
+@dataclass(slots=True)
+class HandedNetwork:
+    """A network an engine took: `started` is True once the engine has it (False: refused, its record ended);
+    `ended` gives its final record (cancelling it stops only the following); `cancel` stops the network."""
+
+    started: asyncio.Future[bool]
+    ended: Awaitable[RunRecord]
+    cancel: Callable[[], bool]
+
+
 class Engine(Protocol):
-    """What the orchestrator asks of an engine. `runs` holds the handles of the runs this process follows."""
+    """What the orchestrator asks of an engine. `runs` holds the handles of the runs this process follows.
+    `network_owner`: set by an engine that runs networks whole (who owns their records: no server's lease);
+    None: the orchestrator runs a network, each of its workflows a run of the engine's."""
 
     name: str
     runs: LiveRuns
+
+    @property
+    def network_owner(self) -> str | None: ...
 
     def launch(self, run: Launch) -> RunHandle:
         """Start the run (the store hears of it first) and return its handle at once."""
@@ -108,6 +139,10 @@ class Engine(Protocol):
     async def hand_answer(self, run_id: str, answer: dict[str, Any]) -> None:
         """Send a checked answer (`{node, answer, by, at, declined}`) to a run another process runs: the
         caller then waits for the run's journal to show it taken."""
+        ...
+
+    def launch_network(self, network: NetworkLaunch) -> HandedNetwork:
+        """Run a network whole, its workflows inside it (only when `network_owner` is set)."""
         ...
 
     def recover(self) -> int:

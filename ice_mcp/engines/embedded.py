@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp import tracing
 from ice_mcp.core.context import RunContext, Sleep, Spend
 from ice_mcp.engines.admission import AdmissionLine
-from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
+from ice_mcp.engines.base import (
+    HandedNetwork,
+    Launch,
+    LiveRuns,
+    NetworkLaunch,
+    RunHandle,
+    resume_failed,
+)
 from ice_mcp.engines.following import follow_journal
 from ice_mcp.errors import IceError, UnknownName
 from ice_mcp.store.base import Owner, RunStorage, StoredRun
@@ -56,6 +63,7 @@ class EmbeddedEngine:
     meter: PrometheusMetrics | None = None  # counts the runs executed here (never those followed)
     sleep: Sleep = asyncio.sleep
     name: str = "embedded"
+    network_owner: str | None = None  # the orchestrator runs networks, each workflow a run here
     _callers: dict[str, Spend] = field(default_factory=dict)
     _followed: dict[str, RunHandle] = field(default_factory=dict)  # runs of other processes followed here
     _snapshots: dict[str, int] = field(default_factory=dict)  # events a live run had at its last kept record
@@ -243,6 +251,9 @@ class EmbeddedEngine:
             del self._followed[handle.run_id]
         if not handle.record.done and self.runs.get(handle.run_id) is handle:
             self.runs.drop(handle.run_id)  # the store went away: the next look starts afresh
+
+    def launch_network(self, network: NetworkLaunch) -> HandedNetwork:
+        raise IceError("the embedded engine leaves networks to the orchestrator", code="unsupported")
 
     def recover(self) -> int:
         """Resume the runs of servers that died, and from now on take over the runs of any server whose

@@ -1,11 +1,13 @@
 """The activities a worker runs: one attempt of a node that does I/O (with the embedded engine's executors and
-the call's idempotency key), and the local activities that keep a run's journal and record in the shared store."""
+the call's idempotency key), and the local activities that keep a run's journal and record in the shared store
+and begin a network's workflows as runs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,25 +16,32 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ice_mcp import tracing
+from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.blueprint.models import NodeSpec
+from ice_mcp.core.blueprints import compile_plan
 from ice_mcp.core.context import RunContext, Spend
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.runner import attempt_timed_out, failure_of
 from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.following import follow_event
+from ice_mcp.engines.temporal.planning import PLANS
 from ice_mcp.engines.temporal.spans import trace_workflow_nodes
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
     NODE_ACTIVITY,
     SAVE_RECORD,
+    START_MEMBER,
     WRITE_EVENTS,
     EventBatch,
+    MemberStart,
+    MemberStarted,
     NodeDone,
     NodeTask,
     RecordSave,
+    temporal_owner,
 )
-from ice_mcp.errors import RunStopped
+from ice_mcp.errors import IceError, RunStopped
 from ice_mcp.store.base import RunStorage, dumps, loads
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import RunRecord
@@ -40,6 +49,7 @@ from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
+    from ice_mcp.core.plan import Plan
     from ice_mcp.core.runner import Runner
     from ice_mcp.engines.prometheus import PrometheusMetrics
     from ice_mcp.services import Services
@@ -63,9 +73,10 @@ class NodeActivities:
     runner: Runner  # what an agent's workflow tools run on, inside the activity
     workflows: WorkflowPlans
     meter: PrometheusMetrics | None = None  # counts what the journal says, as it is written (once per event)
+    new_run: Callable[..., RunRecord] | None = None  # Orchestrator.new_run: a network's workflow begun as a run
 
     def all(self) -> list[Any]:
-        return [self.run_node, self.write_events, self.save_record, self.load_journal]
+        return [self.run_node, self.write_events, self.save_record, self.load_journal, self.start_member]
 
     @activity.defn(name=NODE_ACTIVITY)
     async def run_node(self, task: NodeTask) -> NodeDone:
@@ -155,6 +166,46 @@ class NodeActivities:
     async def load_journal(self, run_id: str) -> list[dict[str, Any]]:
         """A run's journal so far, for its execution continued as new."""
         return await asyncio.to_thread(self.store.events, run_id)
+
+    @activity.defn(name=START_MEMBER)
+    async def start_member(self, start: MemberStart) -> MemberStarted:
+        """Begin one of a network's workflows as a run, as `Orchestrator.start` would: inputs checked, limits
+        admitted, budgets checked, the run kept under the key `NETWORK_ID:WORKFLOW_ID` (so this activity run
+        again finds the same run). A refusal is an answer (`error`), not a failure to retry."""
+        info = activity.info()
+        owner = temporal_owner(info.workflow_namespace or self.services.settings.temporal_namespace, info.task_queue)
+        return await asyncio.to_thread(self._start_member, start, owner)
+
+    def _start_member(self, start: MemberStart, owner: str) -> MemberStarted:
+        key, caller = f"{start.network_id}:{start.workflow_id}", start.caller
+        spent = self.store.spent(caller) if caller is not None else 0.0
+        if (held := self._kept_run(key)) is not None:
+            return MemberStarted(held.run_id, held.to_dict(), spent)
+        if self.new_run is None:
+            raise RuntimeError("this worker cannot begin a network's runs (no orchestrator)")
+        member = start.member
+        # Compiled as a workflow compiles it (the server checked it); the server's version and estimate.
+        plan: Plan = dataclasses.replace(compile_plan(member.blueprint, PLANS.services, PLANS.node_types),
+                                         version=member.version, document=member.blueprint,
+                                         estimate=CostEstimate.model_validate(member.estimate))
+        caller_spend = None if caller is None or start.caller_budget_usd is None else Spend(
+            budget_usd=start.caller_budget_usd, cost_usd=spent)
+        network_spend = Spend(budget_usd=start.budget_left_usd, parent=caller_spend)
+        try:
+            record = self.new_run(plan, start.inputs, idempotency_key=key, trigger=start.trigger, caller=caller,
+                                  parent_spend=network_spend, engine="temporal")
+        except IceError as exc:
+            return MemberStarted(caller_spent_usd=spent, error=exc.as_dict())
+        holder = self.store.create(record, idempotency_key=key, owner=owner, blueprint=plan.source_text(),
+                                   version=record.workflow_version)
+        if holder is not None and (held := self.store.get(holder)) is not None:  # an earlier try kept it first
+            self.store.forget_admission(record.workflow, record.run_id)
+            return MemberStarted(held.run_id, held.to_dict(), spent)
+        return MemberStarted(record.run_id, record.to_dict(), spent)
+
+    def _kept_run(self, key: str) -> RunRecord | None:
+        run_id = self.store.by_idempotency_key(key)
+        return self.store.get(run_id) if run_id is not None else None
 
 
 async def _timed(attempt: Awaitable[NodeResult], seconds: float | None) -> NodeResult:

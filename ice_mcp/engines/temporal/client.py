@@ -1,5 +1,6 @@
 """The Temporal engine as an MCP server sees it: a run is started as a workflow (id = run id) for the workers
-to run; its handle follows the journal the workers write to the shared store, and its end."""
+to run; its handle follows the journal the workers write to the shared store, and its end. A network is a
+workflow too (id = network id), its runs child workflows: no server has to live for it to finish."""
 
 from __future__ import annotations
 
@@ -14,18 +15,28 @@ from typing import TYPE_CHECKING, Any
 
 import temporalio.converter
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ice_mcp.core.context import Spend
 from ice_mcp.core.plan import Plan
-from ice_mcp.engines.base import Launch, LiveRuns, RunHandle, resume_failed
+from ice_mcp.engines.base import HandedNetwork, Launch, LiveRuns, NetworkLaunch, RunHandle
 from ice_mcp.engines.following import follow_journal, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
-from ice_mcp.engines.temporal.wire import ANSWER_SIGNAL, RUN_WORKFLOW, RunStart, Tuning
+from ice_mcp.engines.temporal.wire import (
+    ANSWER_SIGNAL,
+    NETWORK_WORKFLOW,
+    RUN_WORKFLOW,
+    Member,
+    NetworkStart,
+    RunStart,
+    Tuning,
+    temporal_owner,
+)
 from ice_mcp.errors import IceError, NotWaiting
 from ice_mcp.settings import Settings
-from ice_mcp.store.base import Owner, RunStorage, StoredRun
+from ice_mcp.store.base import RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog, Listener
 from ice_mcp.store.journal import Replay
 from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord
@@ -37,6 +48,7 @@ logger = logging.getLogger(__name__)
 TAIL_SECONDS = 5.0  # how long an ended run's follower may take to read the last of its journal
 CLOSE_WAIT_SECONDS = 10.0
 CANCEL_WAIT_SECONDS = 10.0  # how long cancelling a run another server started waits for its end
+MEMBER_POLL_SECONDS = 0.25  # how often a follower looks for a network's run, not yet started by its network
 
 
 async def connect(settings: Settings, store: RunStorage) -> Client:
@@ -77,12 +89,11 @@ class TemporalEngine:
     runs: LiveRuns
     observers: list[Listener] = field(default_factory=list)
     tuning: Tuning = field(default_factory=Tuning)
-    owner: Owner | None = None  # this server, whose lease keeps the network runs it coordinates
-    resume_network: Callable[[RunRecord], object] | None = None  # runs again a network taken over here
     name: str = "temporal"
     _client: Client | None = None
     _connecting: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _lease_task: asyncio.Task[None] | None = None
+    _handing: set[asyncio.Task[bool]] = field(default_factory=set)  # networks being handed to Temporal
+    _networks: dict[str, asyncio.Task[RunRecord]] = field(default_factory=dict)  # networks followed here
 
     @classmethod
     def for_orchestrator(cls, orc: Orchestrator, runs: LiveRuns) -> TemporalEngine:
@@ -92,7 +103,7 @@ class TemporalEngine:
         settings = orc.settings
         tuning = Tuning(heartbeat_seconds=settings.temporal_heartbeat_seconds)
         return cls(settings, orc.store, orc.workflow_plan, runs, observers=[orc.metrics.observe, orc.tell_watchers],
-                   tuning=tuning, owner=orc.owner, resume_network=orc.resume_network)
+                   tuning=tuning)
 
     async def client(self) -> Client:
         async with self._connecting:
@@ -127,7 +138,11 @@ class TemporalEngine:
     @property
     def owner_id(self) -> str:
         """Who runs Temporal runs, as the store's leases see it (an embedded server leaves them alone)."""
-        return f"temporal:{self.settings.temporal_namespace}/{self.settings.temporal_task_queue}"
+        return temporal_owner(self.settings.temporal_namespace, self.settings.temporal_task_queue)
+
+    @property
+    def network_owner(self) -> str:
+        return self.owner_id  # a network is a workflow: no server's lease keeps it
 
     def documents(self, source: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """Every registered workflow a blueprint may call (nested, recursive, agents' workflows), transitively."""
@@ -167,6 +182,12 @@ class TemporalEngine:
             try:
                 await workflow.describe()
             except RPCError as exc:
+                if record.run_id.startswith(NETWORK_ID_PREFIX):
+                    return record  # a network is never started here as a run: its record says where it stands
+                if exc.status == RPCStatusCode.NOT_FOUND and _in_network(stored):
+                    if (ended := await self._member_started(workflow, record.run_id)) is not None:
+                        return take_record(record, ended)
+                    return await self._follow(record, events, workflow)
                 if exc.status != RPCStatusCode.NOT_FOUND or stored.blueprint is None:
                     return self._ended(record, {"code": "temporal_unavailable",
                                                 "message": f"lost the run's workflow: {exc}"})
@@ -182,6 +203,21 @@ class TemporalEngine:
                            stop=lambda: self._stop(record.run_id))
         self.runs.add(handle)
         return handle
+
+    async def _member_started(self, workflow: WorkflowHandle[Any, Any], run_id: str) -> RunRecord | None:
+        """A network's run is started by its network's workflow, as a child, once kept: wait for it (None), or
+        for its record to end without it (the network was cancelled in between)."""
+        while True:
+            await asyncio.sleep(MEMBER_POLL_SECONDS)
+            kept = self.store.get(run_id)
+            if kept is None or kept.done:
+                return kept
+            try:
+                await workflow.describe()
+                return None
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
 
     async def _follow(self, record: RunRecord, events: EventLog, workflow: WorkflowHandle[Any, Any]) -> RunRecord:
         """Feed the journal's new events to the handle as an embedded run's follower does (one way to follow
@@ -205,6 +241,70 @@ class TemporalEngine:
             async with asyncio.timeout(TAIL_SECONDS):
                 await following
         return take_record(record, final)
+
+    # -- networks ----------------------------------------------------------------------------------------
+
+    def launch_network(self, network: NetworkLaunch) -> HandedNetwork:
+        """Start the network's workflow (its runs are its child workflows); what `ended` gives is its final
+        record, from the workflow (or as this server failed to start it)."""
+        record, caller, plans = network.record, network.caller, network.members.values()
+        workflows: dict[str, dict[str, Any]] = {}
+        for plan in plans:
+            workflows.update(self.documents(plan.source()))
+        start = NetworkStart(
+            record.run_id, network.manifest, record.to_dict(),
+            {wid: Member(plan.source(), plan.version, plan.estimate.model_dump()) for wid, plan in network.members.items()},
+            workflows=workflows, globals=dict(network.manifest.get("global") or {}), caller=caller,
+            caller_budget_usd=self.settings.caller_budget_usd if caller is not None else None,
+            caller_spent_usd=self.store.spent(caller) if caller is not None else 0.0, tuning=self.tuning,
+            trigger=dict(network.trigger))
+        loop = asyncio.get_running_loop()
+        started = loop.create_task(self._start_network(record, start))
+        self._handing.add(started)
+        started.add_done_callback(self._handing.discard)
+        ended = self._networks[record.run_id] = loop.create_task(self._network_end(record, started))
+        ended.add_done_callback(lambda _: self._networks.pop(record.run_id, None))
+        return HandedNetwork(started, ended, lambda: self._stop_network(record.run_id, started))
+
+    def _stop_network(self, network_id: str, started: asyncio.Task[bool]) -> bool:
+        async def stop() -> None:
+            await asyncio.shield(started)  # a cancel sent before its workflow exists would find nothing
+            await self.cancel(network_id)
+
+        asyncio.get_running_loop().create_task(stop())
+        return True
+
+    async def _start_network(self, record: RunRecord, start: NetworkStart) -> bool:
+        try:
+            client = await self.client()
+            await client.start_workflow(NETWORK_WORKFLOW, start, id=record.run_id,
+                                        task_queue=self.settings.temporal_task_queue,
+                                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE)
+        except WorkflowAlreadyStartedError:
+            return True  # it ran, and closed: its end stands
+        except (IceError, RPCError) as exc:
+            message = exc.message if isinstance(exc, IceError) else f"Temporal refused the network: {exc}"
+            self._network_failed(record, {"code": "temporal_unavailable", "message": message})
+            return False
+        return True
+
+    async def _network_end(self, record: RunRecord, started: asyncio.Task[bool]) -> RunRecord:
+        if not await asyncio.shield(started):  # (a server stopping still hands the network over)
+            return self.store.get(record.run_id) or record
+        workflow = (await self.client()).get_workflow_handle(record.run_id)
+        try:
+            return RunRecord.from_dict(await workflow.result())
+        except WorkflowFailureError as exc:
+            return self._network_failed(record, {"code": "engine_error",
+                                                 "message": f"the network's Temporal workflow failed: {exc.cause}"})
+        except RPCError as exc:  # this server lost Temporal: the network goes on, its record says how
+            logger.warning("lost network %s's workflow: %s", record.run_id, exc)
+            return self.store.get(record.run_id) or record
+
+    def _network_failed(self, record: RunRecord, error: dict[str, Any]) -> RunRecord:
+        """End the network's record as its workflow left it (or as it was kept), failed."""
+        return self._ended(self.store.get(record.run_id) or record, error)
 
     def _ended(self, record: RunRecord, error: dict[str, Any]) -> RunRecord:
         record.status, record.error, record.finished_at = "failed", error, time.time()
@@ -247,51 +347,27 @@ class TemporalEngine:
         return None  # a Temporal run is cancelled through Temporal, never through the store's signals
 
     def recover(self) -> int:
-        """Temporal resumes runs on its workers by itself. A network run is followed by the server that started
-        it (its workflows run on the workers): this server keeps a lease, and takes over the network runs of
-        servers whose lease ran out, at start and from then on; returns how many it took over at start."""
-        if self.owner is None or self.resume_network is None:
-            return 0
-        self.store.register_owner(self.owner)
-        self._lease_task = asyncio.get_running_loop().create_task(self._lease_loop(), name="ice_mcp-lease")
-        return self.adopt_networks()
-
-    def adopt_networks(self) -> int:
-        """Run again here every network run whose server is gone (it attaches to its workflows' runs)."""
-        assert self.owner is not None and self.resume_network is not None
-        taken = 0
-        for run_id, previous in self.store.orphaned_runs(self.owner, self.settings.lease_seconds):
-            if not run_id.startswith(NETWORK_ID_PREFIX) or not self.store.claim(run_id, previous, self.owner):
-                continue  # a workflow run whose server is gone is an embedded server's to take over
-            stored = self.store.run(run_id)
-            try:
-                if stored is not None:
-                    self.resume_network(stored.record)
-                    taken += 1
-            except IceError as exc:
-                resume_failed(self.store, run_id, exc)
-        return taken
-
-    async def _lease_loop(self) -> None:
-        assert self.owner is not None
-        while True:
-            await asyncio.sleep(max(0.05, self.settings.lease_seconds / 3))
-            try:
-                self.store.heartbeat(self.owner)
-                self.adopt_networks()
-            except Exception:  # a store hiccup must not stop the heartbeat
-                logger.exception("keeping this server's lease failed")
+        """Temporal resumes runs, and networks (workflows of runs), on its workers by itself."""
+        return 0
 
     async def aclose(self, *, suspend: bool) -> None:
-        if self._lease_task is not None:
-            self._lease_task.cancel()
-            await asyncio.gather(self._lease_task, return_exceptions=True)
+        if self._handing:  # a network this server took is Temporal's before the server goes
+            await asyncio.wait(self._handing, timeout=CLOSE_WAIT_SECONDS)
         handles = [h for h in self.runs.values() if not h.done]
         if not suspend:  # stop the runs started here; a server stopping (suspend) leaves them to the workers
-            await asyncio.gather(*(self.cancel(h.run_id) for h in handles), return_exceptions=True)
+            await asyncio.gather(*(self.cancel(h.run_id) for h in handles),
+                                 *(self.cancel(network_id) for network_id in list(self._networks)),
+                                 return_exceptions=True)
+        for ended in list(self._networks.values()):
+            ended.cancel()
         for handle in handles:
             handle.detach()
         await asyncio.gather(*(h.wait() for h in handles), return_exceptions=True)
+
+
+def _in_network(stored: StoredRun) -> bool:
+    """A run of a network's, started by the network's workflow (its key is the network's)."""
+    return (stored.idempotency_key or "").startswith(NETWORK_ID_PREFIX)
 
 
 def _workflow_refs(document: Any) -> list[str]:

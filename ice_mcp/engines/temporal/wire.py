@@ -8,13 +8,20 @@ from typing import Any
 
 RUN_WORKFLOW = "ice_mcp.run"  # a run: workflow id = run id
 NESTED_WORKFLOW = "ice_mcp.nested"  # a nested `workflow` node or a recursive flow's step, inside a run
+NETWORK_WORKFLOW = "ice_mcp.network"  # a network: workflow id = network id; its workflows' runs are child workflows
 NODE_ACTIVITY = "ice_mcp.node"  # one attempt of a node that does I/O (tool, llm, agent, code)
 ACTIVITY_NODE_TYPES = ("tool", "llm", "agent", "code")  # the rest run in the workflow itself
 WRITE_EVENTS = "ice_mcp.write_events"  # local activities: the run's journal and record in the shared store
 SAVE_RECORD = "ice_mcp.save_record"
 LOAD_JOURNAL = "ice_mcp.load_journal"
+START_MEMBER = "ice_mcp.start_member"  # a local activity: a network's workflow checked, admitted and kept as a run
 NESTED_EVENTS_SIGNAL = "nested_events"  # a nested workflow's events, numbered by the run's own workflow
 ANSWER_SIGNAL = "answer"  # a person's answer to a `human` node: {node, answer, by, at, declined}
+
+
+def temporal_owner(namespace: str, task_queue: str) -> str:
+    """Who runs the runs of a namespace's task queue, as the store's leases see it (never taken over)."""
+    return f"temporal:{namespace}/{task_queue}"
 
 
 @dataclass(slots=True)
@@ -116,3 +123,49 @@ class EventBatch:
 class RecordSave:
     run_id: str
     record: dict[str, Any]
+
+
+@dataclass
+class Member:
+    """A network's workflow as the server resolved it: its blueprint document, registered version and estimate."""
+
+    blueprint: dict[str, Any]
+    version: int | None = None
+    estimate: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NetworkStart(Invocation):
+    """A network's workflow input: its manifest, its record (kept by the server already) and its workflows
+    (by id in the manifest); `trigger` is what its templates see, `workflows` what its runs may call."""
+
+    network_id: str
+    manifest: dict[str, Any]
+    record: dict[str, Any]
+    members: dict[str, Member]
+
+
+@dataclass
+class MemberStart:
+    """One of a network's workflows to begin as a run (key `NETWORK_ID:WORKFLOW_ID`): checked against its
+    inputs schema, its limits and the budgets left, and kept in the store, as `Orchestrator.start` does."""
+
+    network_id: str
+    workflow_id: str
+    member: Member
+    inputs: dict[str, Any]
+    trigger: dict[str, Any] | None = None
+    caller: str | None = None
+    caller_budget_usd: float | None = None
+    budget_left_usd: float | None = None  # what the network's own budget leaves
+
+
+@dataclass
+class MemberStarted:
+    """The member's run as kept (`record`; an activity run again finds the same one), the caller's spend now;
+    or why it was refused (`error`: invalid_inputs, rate_limited, over_budget, unsupported)."""
+
+    run_id: str | None = None
+    record: dict[str, Any] | None = None
+    caller_spent_usd: float = 0.0
+    error: dict[str, Any] | None = None

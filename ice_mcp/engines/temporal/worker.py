@@ -13,7 +13,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from ice_mcp.engines.temporal.activities import NodeActivities
 from ice_mcp.engines.temporal.client import connect
-from ice_mcp.engines.temporal.workflow import NestedWorkflow, RunWorkflow
+from ice_mcp.engines.temporal.workflow import NestedWorkflow, NetworkWorkflow, RunWorkflow
 from ice_mcp.errors import IceError
 
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio
         raise IceError("a worker needs the run store its MCP servers read (persist_runs)", code="temporal_unavailable")
     client = await connect(settings, orc.store)
     activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan,
-                                meter=orc.prometheus)
-    worker = Worker(client, task_queue=settings.temporal_task_queue, workflows=[RunWorkflow, NestedWorkflow],
+                                meter=orc.prometheus, new_run=orc.new_run)
+    worker = Worker(client, task_queue=settings.temporal_task_queue,
+                    workflows=[RunWorkflow, NestedWorkflow, NetworkWorkflow],
                     activities=activities.all(), workflow_runner=sandbox_runner(),
                     max_concurrent_activities=concurrency, max_concurrent_local_activities=JOURNAL_WRITES,
                     graceful_shutdown_timeout=timedelta(seconds=5))

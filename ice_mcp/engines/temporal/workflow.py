@@ -1,5 +1,6 @@
-"""The Temporal workflows: a run (workflow id = run id) and a nested workflow inside one. Their code runs in
-Temporal's sandbox and drives the same runner and pure scheduler as the embedded engine (see planning.py)."""
+"""The Temporal workflows: a run (workflow id = run id), a nested workflow inside one, and a network (workflow
+id = network id) whose runs are child workflows. Their code runs in Temporal's sandbox and drives the same runner
+and pure scheduler as the embedded engine (see planning.py and networks.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ice_mcp.core.context import RunContext, Spend
+    from ice_mcp.engines.temporal.networks import NetworkRun
     from ice_mcp.engines.temporal.planning import PLANS, CallerSpend, EventSink, WorkflowRunner
     from ice_mcp.engines.temporal.wire import (
         ANSWER_SIGNAL,
         LOAD_JOURNAL,
         NESTED_EVENTS_SIGNAL,
         NESTED_WORKFLOW,
+        NETWORK_WORKFLOW,
         RUN_WORKFLOW,
         SAVE_RECORD,
         NestedDone,
         NestedStart,
+        NetworkStart,
         RecordSave,
         RunStart,
     )
@@ -151,3 +155,12 @@ class NestedWorkflow:
         finally:
             await sink.close()
         return NestedDone(result.output, result.cost_usd, result.usage.as_dict(), caller.cost_usd)
+
+
+@workflow.defn(name=NETWORK_WORKFLOW)
+class NetworkWorkflow:
+    """A network: its workflows' runs are child workflows, so it needs no server to go on (see networks.py)."""
+
+    @workflow.run
+    async def run(self, start: NetworkStart) -> dict[str, Any]:
+        return await NetworkRun(start).run()
