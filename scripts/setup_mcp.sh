@@ -6,6 +6,7 @@
 #   - @modelcontextprotocol/inspector (2.x, CLI mode)
 #   - @modelcontextprotocol/sdk (1.x, the TypeScript SDK client the tests run against the server)
 #   - @modelcontextprotocol/server-everything and server-filesystem (real upstream servers for tests/upstream)
+#   - ajv and ajv-formats (what the TypeScript SDK validates with: tests compile every tool's schemas in strict mode)
 # To move one: change its version in requirements/node/mcp/package.json, run `npm install --package-lock-only`
 # there, then `make test`. PyPI's mcp-server-time (the third upstream server of tests/upstream) is in the Python lock.
 # Idempotent: a second run with the same lock installed returns at once.

@@ -462,13 +462,21 @@ def _list_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
 
 
 def _show_run(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
-    found = orchestrator.get_run(args.run_id)
+    # A small module: no SDK comes with it.
+    from ice_mcp.server.protocol.run_ids import resolve_run_id
+
+    try:  # the whole id, or a unique start of it as `runs list` and the run view show
+        run_id = resolve_run_id(orchestrator, args.run_id)
+    except IceError as exc:
+        print(exc.message if exc.code == "ambiguous_run_id" else f"no run {args.run_id!r}", file=sys.stderr)
+        return 1
+    found = orchestrator.get_run(run_id)
     if found is None:
         print(f"no run {args.run_id!r}", file=sys.stderr)
         return 1
     data = found.to_dict()
     if args.events:
-        data["events"] = orchestrator.run_events(args.run_id)
+        data["events"] = orchestrator.run_events(run_id)
     print(json.dumps(data, indent=2, default=str))
     return 0
 

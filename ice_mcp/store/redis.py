@@ -240,6 +240,18 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         return follow_journal(read, after)
 
     @unavailable
+    def run_ids(self, prefix: str, limit: int = 10) -> builtins.list[str]:
+        """Ids of kept runs that start with `prefix`, in order (at most `limit`): a scan of the runs' list, which
+        only a short id that is not a whole one costs (no index by id is kept for it)."""
+        pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
+        found: set[str] = set()
+        for member, _ in self._redis.zscan_iter(self._key("runs"), match=pattern, count=1000):
+            found.add(member.decode() if isinstance(member, bytes) else str(member))
+            if len(found) > limit:  # enough to say it is ambiguous
+                break
+        return sorted(found)[:max(1, limit)]
+
+    @unavailable
     def by_idempotency_key(self, key: str) -> str | None:
         return _text(self._redis.get(self._key("key", key)))
 

@@ -295,6 +295,12 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         the caller stops following. Each read runs off the event loop."""
         return follow_journal(lambda seen: asyncio.to_thread(self.events, run_id, seen), after)
 
+    def run_ids(self, prefix: str, limit: int = 10) -> builtins.list[str]:
+        """Ids of kept runs that start with `prefix`, in order (at most `limit`): a range of the primary key."""
+        rows = self._rows("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
+                          (prefix, prefix + "\U0010ffff", max(1, limit)))
+        return [str(run_id) for (run_id,) in rows]
+
     def by_idempotency_key(self, key: str) -> str | None:
         rows = self._rows("SELECT run_id FROM runs WHERE idempotency_key = ?", (key,))
         return str(rows[0][0]) if rows else None

@@ -50,6 +50,16 @@ def test_an_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
     assert redact("redis://user:pw@host:1/2") == "redis://user:***@host:1/2"
 
 
+def test_run_ids_by_prefix_for_short_ids(store: RunStorage, other: RunStorage) -> None:
+    for run_id in ("feed01", "feed02", "fee*03", "beef"):
+        store.save(record(run_id))
+    assert store.flush()
+    assert other.run_ids("feed") == ["feed01", "feed02"]
+    assert other.run_ids("feed", limit=1) == ["feed01"]
+    assert other.run_ids("fee*") == ["fee*03"]  # a pattern character is only itself
+    assert other.run_ids("dead") == []
+
+
 def test_records_lists_and_keys(store: RunStorage, other: RunStorage) -> None:
     store.save(record("a", "alpha", started=10.0), idempotency_key="key-a", owner="o1",
                blueprint={"name": "alpha"}, version=3)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from ice_mcp.errors import NodeFailure
 from ice_mcp.tools.registry import ToolAnnotations, tool
@@ -18,3 +18,14 @@ def echo(value: Any = None) -> dict[str, Any]:
 def boom(why: Any = None) -> dict[str, Any]:
     """Always fails."""
     raise NodeFailure(f"boom: {why}", code="boom", retryable=False)
+
+
+class Measured(TypedDict):
+    words: int
+    upper: str
+
+
+@tool(annotations=ToolAnnotations(read_only=True, idempotent=True))
+def measure(text: str) -> Measured:
+    """Count the words of a text and shout it (a typed result: its tool's outputSchema says so)."""
+    return {"words": len(text.split()), "upper": text.upper()}

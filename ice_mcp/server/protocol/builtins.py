@@ -19,7 +19,17 @@ from ice_mcp.principals import everyone
 from ice_mcp.server.protocol.documents import parse_document
 from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
+from ice_mcp.server.protocol.result_schemas import (
+    ENVELOPE_SCHEMA,
+    NETWORK_SCHEMA,
+    RECORD_SCHEMA,
+    REGISTERED_SCHEMA,
+    REPORT_SCHEMA,
+    RUN_LIST_SCHEMA,
+    RUN_OR_NETWORK_SCHEMA,
+)
 from ice_mcp.server.protocol.run_changes import FOLLOW_PROPERTIES, following
+from ice_mcp.server.protocol.run_ids import resolve_run_id
 from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.tool_table import (
     BLUEPRINT_SCHEMA,
@@ -56,6 +66,8 @@ async def run_status(call: BuiltinCall) -> Answer:
             network := call.orc.network_status(call.args["run_id"])) is not None:
         return Reply(network)  # here, or another process's as the store keeps it
     record = call.orc.get_run(call.args["run_id"])
+    if record is None:  # a short id, as run lists show it (or unknown_run, ambiguous_run_id)
+        record = call.orc.get_run(resolve_run_id(call.orc, call.args["run_id"]))
     if record is None:
         raise _unknown_run(call.args["run_id"])
     return Reply(record.to_dict())
@@ -66,6 +78,8 @@ async def run_result(call: BuiltinCall) -> Answer:
     if (network := _network(call)) is not None:
         return NetworkFollowed(network, wait)
     handle = call.orc.watch(call.args["run_id"])  # here, or another process's run followed through the store
+    if handle is None:  # a short id, as run lists show it
+        handle = call.orc.watch(resolve_run_id(call.orc, call.args["run_id"]))
     if handle is None:
         raise _unknown_run(call.args["run_id"])
     return RunWatched(handle, wait)
@@ -77,8 +91,7 @@ async def run_cancel(call: BuiltinCall) -> Answer:
         cancelled = network.cancel()
         await network.wait(timeout=call.wait_budget(None))
         return Reply({"run_id": network.network_id, "cancelled": cancelled, "status": network.status})
-    if call.orc.get_run(run_id) is None:
-        raise _unknown_run(run_id)
+    run_id = resolve_run_id(call.orc, run_id)  # the id, or a unique start of it (unknown_run, ambiguous_run_id)
     cancelled = await call.orc.cancel(run_id)
     record = call.orc.get_run(run_id)
     return Reply({"run_id": run_id, "cancelled": bool(cancelled), "status": record.status if record else "unknown"})
@@ -184,12 +197,8 @@ async def network_execute(call: BuiltinCall) -> Answer:
 WORKFLOW_SEARCH = "workflow_search"
 WORKFLOW_START = "workflow_start"
 SEARCH_LIMIT = 10
-# What a workflow's own tool answers (envelope.ENVELOPE_SCHEMA's checks, described here: importing that module
-# would load the MCP SDK into the command line, which reads this table).
-STARTED_SCHEMA = {"type": "object", "required": ["run_id", "status"],
-                  "description": "the run's result envelope, as the workflow's own tool answers it: run_id, status "
-                                 "(succeeded, failed, running, input_required, ...), outputs, error, cost_usd, "
-                                 "duration_ms"}
+# What a workflow's own tool answers, whichever workflow it is (its outputs are known only at call time).
+STARTED_SCHEMA = ENVELOPE_SCHEMA
 
 
 async def workflow_search(call: BuiltinCall) -> Answer:
@@ -215,10 +224,11 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         "run_status", "The record of a run: status, per-node states, outputs so far (with `seen`: only what "
         "changed since that answer; with `node`: one node's detail).",
         obj_schema({**_RUN_ID, **FOLLOW_PROPERTIES}, ["run_id"]), READ_ONLY, following(run_status), rpc="run.status",
-        cli=("runs", "show")),
+        cli=("runs", "show"), output_schema=RECORD_SCHEMA),
     BuiltinTool(
         "run_result", "Wait (up to wait_seconds) for a run to finish and return its result envelope.",
-        obj_schema({**_RUN_ID, "wait_seconds": WAIT_SCHEMA}, ["run_id"]), READ_ONLY, run_result, rpc="run.result"),
+        obj_schema({**_RUN_ID, "wait_seconds": WAIT_SCHEMA}, ["run_id"]), READ_ONLY, run_result, rpc="run.result",
+        output_schema=RUN_OR_NETWORK_SCHEMA),
     BuiltinTool(
         "run_cancel", "Cancel a running run and every node running in it.",
         obj_schema(_RUN_ID, ["run_id"]), Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
@@ -229,7 +239,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         obj_schema({**_RUN_ID, "from_node": {"type": "string", "description": "re-run from this top-level node"},
               "wait_seconds": WAIT_SCHEMA}, ["run_id"]),
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
-        run_retry, scope="run", rpc="run.retry", cli=("runs", "retry")),
+        run_retry, scope="run", output_schema=ENVELOPE_SCHEMA, rpc="run.retry", cli=("runs", "retry")),
     BuiltinTool(
         "run_respond", "Answer the question a waiting `human` node asked (run_status shows it under `questions`, "
         "with the schema the answer must fit; an approval is {approved, reason}). Returns the run as it stands "
@@ -239,7 +249,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
               "wait_seconds": WAIT_SCHEMA}, ["run_id", "node", "answer"]),
         # Answering does not change the world by itself: the run's own nodes do (and are annotated).
         Hints(read_only=True, destructive=False, idempotent=False, open_world=False),
-        run_respond, scope="run", rpc="run.respond"),
+        run_respond, scope="run", output_schema=ENVELOPE_SCHEMA, rpc="run.respond"),
     BuiltinTool(
         "run_list", "Recent runs, newest first, optionally filtered by workflow, status, trigger and the schedule "
         "that started them; pass next_cursor back as cursor for the next page.",
@@ -251,7 +261,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
                     "cursor": {"type": "string", "description": "the next_cursor of the page before"},
                     "all_principals": {"type": "boolean", "description": "with OAuth, an admin (ice:admin) lists "
                                        "every user's runs, not only its own (logged)"}}),
-        READ_ONLY, run_list, rpc="run.list", cli=("runs", "list")),
+        READ_ONLY, run_list, output_schema=RUN_LIST_SCHEMA, rpc="run.list", cli=("runs", "list")),
     BuiltinTool(
         "runs_prune", "Delete the runs that ended longer ago than `older_than` (30d, 12h, 90m, 3600s), with their "
         "journals; a run under way or waiting is never touched. ICE_MCP_RETENTION_DAYS does this every hour.",
@@ -271,12 +281,12 @@ BUILTINS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
         "blueprint_validate", "Check a blueprint without running it: every problem with a suggestion, and a cost "
         "estimate.", obj_schema({"blueprint": BLUEPRINT_SCHEMA}, ["blueprint"]), READ_ONLY, blueprint_validate,
-        rpc="blueprint.validate", cli=("validate",)),
+        output_schema=REPORT_SCHEMA, rpc="blueprint.validate", cli=("validate",)),
     BuiltinTool(
         "blueprint_register", "Add or replace workflow_<name> from a blueprint (validate_only: just check it).",
         obj_schema({"blueprint": BLUEPRINT_SCHEMA, "validate_only": {"type": "boolean"}}, ["blueprint"]),
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
-        blueprint_register, scope="admin"),
+        blueprint_register, scope="admin", output_schema=REGISTERED_SCHEMA),
     BuiltinTool(
         "blueprint_delete", "Remove a registered workflow (and its workflow_<name> tool).",
         obj_schema({"name": {"type": "string"}}, ["name"]),
@@ -287,7 +297,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         obj_schema({"blueprint": BLUEPRINT_SCHEMA, "inputs": {"type": "object"}, "idempotency_key": KEY_SCHEMA,
               "wait_seconds": WAIT_SCHEMA}, ["blueprint"]),
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
-        blueprint_run, scope="run", cli=("run",)),
+        blueprint_run, scope="run", output_schema=ENVELOPE_SCHEMA, cli=("run",)),
     BuiltinTool(
         "network_execute", "Run a network manifest (several workflows with dependencies), given as YAML text or "
         "an object.",
@@ -295,7 +305,8 @@ BUILTINS: tuple[BuiltinTool, ...] = (
                            "description": "A network manifest (api_version: network.v0), as an object or YAML text"},
               "wait_seconds": WAIT_SCHEMA, "idempotency_key": KEY_SCHEMA}, ["manifest"]),
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
-        network_execute, scope="run", alias="network.execute", rpc="network.execute", cli=("network", "run")),
+        network_execute, scope="run", output_schema=NETWORK_SCHEMA, alias="network.execute", rpc="network.execute",
+        cli=("network", "run")),
     BuiltinTool(
         WORKFLOW_SEARCH, "Find registered workflows by what they do, when there are more than the tool list shows: "
         "the best matches over names, descriptions, input names and tags, each with its inputs schema. Run one "

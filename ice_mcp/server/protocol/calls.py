@@ -15,9 +15,10 @@ from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.arguments import check_arguments
 from ice_mcp.server.protocol.builtins import BY_NAME, WORKFLOW_START
 from ice_mcp.server.protocol.catalogue import Catalogue, Entry
-from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result, run_result
+from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result
 from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
 from ice_mcp.server.protocol.runs import Progress, RunLog
+from ice_mcp.server.protocol.strict import read_strict
 from ice_mcp.server.protocol.tasks import TaskView
 from ice_mcp.server.protocol.tool_table import (
     BuiltinCall,
@@ -56,6 +57,11 @@ class ToolCalls:
             return float(min(requested, self._options.max_wait_seconds))
         return self._options.wait_seconds
 
+    def run_view_url(self, run_id: str) -> str | None:
+        """Where a browser watches a run: the run view this HTTP server serves (None over stdio)."""
+        base = self._orc.hooks.base_url
+        return f"{base}/ui/#/runs/{run_id}" if self.ui_link is not None and base else None
+
     def refusal(self, entry: Entry) -> str | None:
         """Why this server will not run `entry` (read-only: only tools whose readOnlyHint is true)."""
         if self._catalogue.allowed(entry):
@@ -82,9 +88,12 @@ class ToolCalls:
         way: CallWay = PLAIN,
     ) -> CallAnswer:
         wait: float | None = None  # the transport's default
+        # What an OpenAI-strict caller sends: null for "not given", JSON text for a free-form object (strict.py).
+        arguments = read_strict(entry.schema, arguments)
         if entry.kind == "builtin" and entry.target == WORKFLOW_START:
             try:  # from here on it is the workflow's own call: same checks, run, progress, task and result
                 entry, arguments, wait = self._started(entry, arguments)
+                arguments = read_strict(entry.schema, arguments)
             except IceError as exc:
                 return error_result(exc.code, self._message(entry, exc), exc.details)
         if (why := self.refusal(entry)) is not None:
@@ -95,7 +104,7 @@ class ToolCalls:
             )
         key = self._key(arguments, meta)
         orc = self._orc
-        follow = RunFollower(orc, self._options, self.view, way, report, log)
+        follow = RunFollower(orc, self._options, self.view, way, report, log, self.run_view_url)
         try:
             if way.request_state is not None and entry.kind in ("workflow", "tool", "agent"):
                 return await follow.next_round(way.request_state)  # a later round of a multi-round call
@@ -168,12 +177,12 @@ class ToolCalls:
         if isinstance(answer, RunStarted):
             return await follow.start(answer.start, total=answer.total, execution=answer.execution, wait=answer.wait)
         if isinstance(answer, RunWatched):
-            return run_result(await follow.watch(answer.handle, answer.wait))
+            return follow.result(await follow.watch(answer.handle, answer.wait))
         if isinstance(answer, RunAnswered):
-            return run_result(answer.record)
+            return follow.result(answer.record)
         if answer.started and (task := await follow.network(answer.handle)) is not None:
             return task
-        return network_result(await wait_for_network(answer))
+        return network_result(await wait_for_network(answer, follow.way.cancels))
 
 
 def network_result(result: dict[str, Any]) -> types.CallToolResult:

@@ -24,10 +24,14 @@ from ice_mcp.server.protocol.builtins import (
     SEARCH_LIMIT,
     WORKFLOW_START,
 )
-from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
 from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
 from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
 from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
+from ice_mcp.server.protocol.result_schemas import (
+    AGENT_RESULT_SCHEMA,
+    tool_result_schema,
+    workflow_result_schema,
+)
 from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.server.protocol.schema import flatten_schema
 from ice_mcp.server.protocol.search import SearchDoc, SearchIndex
@@ -45,6 +49,7 @@ AGENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"input": {"type": "string", "description": "What to ask the agent."}},
     "required": ["input"],
+    "additionalProperties": False,  # the agent's one-node plan declares `input` alone and refuses others
 }
 
 
@@ -102,13 +107,14 @@ class Catalogue:
         out: list[Entry] = []
         for name in sorted(registry.workflows):
             bp = registry.workflows[name].blueprint
+            plan = self._plan(name)
             cid = canonical_id("workflow", name)
             tool = types.Tool(
                 name=self._name("workflow", name),
                 title=cid,
                 description=bp.description or f"Run the workflow {name}.",
-                input_schema=flatten_schema(bp.inputs),
-                output_schema=ENVELOPE_SCHEMA,
+                input_schema=workflow_inputs_schema(bp, plan),
+                output_schema=workflow_result_schema(bp.outputs, plan.graph.sinks if plan is not None else ()),
                 annotations=workflow_annotations(bp, registry, title=cid),
                 _meta=self._meta("workflow", name),
             )
@@ -124,7 +130,7 @@ class Catalogue:
                 title=cid,
                 description=entry.description or f"Run the tool {name}.",
                 input_schema=flatten_schema(entry.input_schema),
-                output_schema=ENVELOPE_SCHEMA,
+                output_schema=tool_result_schema(entry.function),
                 annotations=tool_annotations(entry, title=cid),
                 _meta=self._meta("tool", name),
             )
@@ -137,7 +143,7 @@ class Catalogue:
                 title=cid,
                 description=entry.description or f"Ask the agent {name}.",
                 input_schema=AGENT_SCHEMA,
-                output_schema=ENVELOPE_SCHEMA,
+                output_schema=AGENT_RESULT_SCHEMA,
                 annotations=types.ToolAnnotations(
                     title=cid,
                     read_only_hint=False,
@@ -149,6 +155,13 @@ class Catalogue:
             )
             out.append(Entry(tool.name, "agent", name, tool))
         return out
+
+    def _plan(self, name: str) -> Any:
+        """A registered workflow's plan (compiled at registration), or None where it does not compile here."""
+        try:
+            return self._orc.workflow_plan(name)
+        except IceError:
+            return None
 
     def _builtin_entry(self, builtin: BuiltinTool) -> Entry:
         name = builtin.alias if (self._options.canonical_names and builtin.alias) else builtin.name
@@ -294,6 +307,15 @@ class Catalogue:
     def input_schema(self, name: str) -> dict[str, Any] | None:
         entry = self.resolve(name)
         return entry.schema if entry is not None else None
+
+
+def workflow_inputs_schema(blueprint: Any, plan: Any) -> dict[str, Any]:
+    """A workflow's inputs as its tool's inputSchema, closed (`additionalProperties: false`) when the server
+    refuses inputs the blueprint does not declare (plan.prepare_inputs), so strict clients know it too."""
+    schema = flatten_schema(blueprint.inputs)
+    if plan is not None and plan.declared_inputs is not None:
+        schema["additionalProperties"] = False
+    return schema
 
 
 def search_doc(blueprint: Any) -> SearchDoc:

@@ -9,23 +9,15 @@ from typing import Any
 import mcp_types as types
 import orjson
 
+from ice_mcp.server.protocol import result_schemas
 from ice_mcp.store.records import RunRecord
 from ice_mcp.tracing import trace_id_of
 
 TRACE_ID_META = "io.ice_mcp/trace_id"  # the run's trace, to look up in a trace viewer
 FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})
 
-# Clients re-check structuredContent against it on every call: listing the properties would cost each
-# call ~25 µs of client-side validation (about a tenth of a stdio round trip), so the fields are described.
-ENVELOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "run_id: the run's id (null when nothing ran; follow it with run_result); status: queued "
-                   "(the workflow's limits hold it until its turn), running, "
-                   "input_required (a human node waits: answer with run_respond), succeeded, failed, cancelled, "
-                   "timed_out, over_budget (error for a refused call); outputs: the workflow's outputs; error: "
-                   "what failed, and where; cost_usd; duration_ms",
-    "required": ["run_id", "status"],
-}
+# Each tool's outputSchema (result_schemas.py); this one is the envelope with untyped outputs.
+ENVELOPE_SCHEMA: dict[str, Any] = result_schemas.ENVELOPE_SCHEMA
 
 
 def to_json(value: Any) -> str:
@@ -63,15 +55,16 @@ def _text(text: str) -> types.TextContent:
     return types.TextContent(type="text", text=text)
 
 
-def run_result(record: RunRecord) -> types.CallToolResult:
-    """The envelope of a run (finished or still running) as a tool result: the record read once."""
+def run_result(record: RunRecord, view_url: str | None = None) -> types.CallToolResult:
+    """The envelope of a run (finished or still running) as a tool result: the record read once; a run still
+    going says how to follow it (and where to watch it, `view_url`, when the server serves the run view)."""
     env = record.envelope()
     content: list[types.ContentBlock] = [_text(to_json(env))]
     is_error = record.status in FAILED
     if is_error:
         content.append(_text(failure_text(record)))
     elif record.status in ("running", "queued"):
-        content.append(_text(f"Run {record.run_id} is still {record.status}; call run_result(run_id) to wait for it."))
+        content.append(_text(following_text(record.run_id, record.status, view_url)))
     elif record.status == "input_required":
         asks = "; ".join(f"node {path!r} asks: {q.get('question')}" for path, q in record.questions.items())
         content.append(_text(f"Run {record.run_id} waits for an answer ({asks}). Ask the user, then call "
@@ -79,6 +72,14 @@ def run_result(record: RunRecord) -> types.CallToolResult:
     trace_id = trace_id_of(record)
     meta = {TRACE_ID_META: trace_id} if trace_id is not None else None
     return types.CallToolResult(content=content, structured_content=env, is_error=is_error, _meta=meta)
+
+
+def following_text(run_id: str, status: str, view_url: str | None = None) -> str:
+    """What a model reads when the call's wait budget ran out before the run ended: exactly how to follow it."""
+    text = (f"Run {run_id} is still {status}: it goes on without this call. Call "
+            f"run_result(run_id=\"{run_id}\") to wait for its result (call it again while it answers running); "
+            f"run_status(run_id=\"{run_id}\") shows its nodes, run_cancel(run_id=\"{run_id}\") stops it.")
+    return f"{text} Watch it live at {view_url}" if view_url else text
 
 
 def json_result(value: Any, *, is_error: bool = False) -> types.CallToolResult:

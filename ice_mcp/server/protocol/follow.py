@@ -50,6 +50,10 @@ class CallWay:
     elicit: Elicit | None = None  # 2025 with elicitation: the question is asked within the call
     request_state: str | None = None  # a later round of a multi-round call: the run it continues
     input_responses: Mapping[str, Any] | None = None  # that round's answers, by question key (node path)
+    # Whether the call's cancellation is the caller's, and so cancels its run (None: always). A 2025 session's
+    # dropped connection or ended session is not (the spec: SHOULD NOT); notifications/cancelled is, and on
+    # 2026-07-28 a closed stream is too (MUST).
+    cancels: Callable[[], bool] | None = None
 
     @property
     def asks(self) -> bool:
@@ -63,9 +67,11 @@ class RunFollower:
     """Follows one tool call's run until it can answer."""
 
     def __init__(self, orc: Orchestrator, options: ServerOptions, view: TaskView, way: CallWay,
-                 report: Progress | None, log: RunLog | None) -> None:
+                 report: Progress | None, log: RunLog | None,
+                 run_view: Callable[[str], str | None] | None = None) -> None:
         self._orc, self._options, self.view, self.way = orc, options, view, way
         self._report, self._log = report, log
+        self._run_view = run_view  # run id -> the run view's address for it, where the server serves one
         self._elicited: dict[str, int] = {}  # question key -> times asked by elicitation in this call
 
     def _budget(self, wait: float | None, execution: str, tasks: bool) -> float:
@@ -75,8 +81,9 @@ class RunFollower:
 
     async def start(self, start: Start, *, total: int | None, execution: str = "auto",
                     wait: float | None = None, tasks: bool = True) -> CallAnswer:
-        """Start (or attach to) a run and follow it; a caller who goes away first takes the run with it."""
-        async with relayed_run(start, self._report, total, self._log) as handle:
+        """Start (or attach to) a run and follow it; a caller who cancels the call first takes the run with it
+        (`CallWay.cancels`: not a 2025 session's dropped connection)."""
+        async with relayed_run(start, self._report, total, self._log, self.way.cancels) as handle:
             if tracing.ENABLED:
                 tracing.annotate_request(handle.record)
             return await self._follow(handle, self._budget(wait, execution, tasks), tasks=tasks)
@@ -104,14 +111,15 @@ class RunFollower:
         if handle is None:
             return error_result("unknown_run", f"unknown run {run_id!r}")
         if handle.record.done:
-            return run_result(handle.record)
+            return self.result(handle.record)
         try:
             for key, response in (self.way.input_responses or {}).items():
                 await self._answer(handle, key, response, MRTR_ANSWER)
             execution = handle.plan.blueprint.execution if handle.plan is not None else "auto"
             return await self._follow(handle, self._budget(None, execution, True), tasks=True)
-        except asyncio.CancelledError:  # the caller went away: as in the first round, the run goes too
-            handle.cancel()
+        except asyncio.CancelledError:  # the caller cancelled: as in the first round, the run goes too
+            if self.way.cancels is None or self.way.cancels():
+                handle.cancel()
             raise
 
     async def _answer(self, handle: RunHandle, key: str, response: Any, by: str) -> None:
@@ -136,7 +144,7 @@ class RunFollower:
         while not task_now:
             record = await handle.wait(max(0.0, deadline - loop.time()), or_question=asks)
             if record.done:
-                return run_result(record)
+                return self.result(record)
             if asks and record.questions:
                 if self.way.input_required and (requests := elicitations(record)):
                     return types.InputRequiredResult(input_requests=requests, request_state=record.run_id)
@@ -150,7 +158,11 @@ class RunFollower:
         if tasks and self.way.tasks:
             await self._orc.sync_store()  # a task exists once `tasks/get` finds it, from any server
             return self.view.created(handle.record)
-        return run_result(handle.record)
+        return self.result(handle.record)
+
+    def result(self, record: RunRecord) -> types.CallToolResult:
+        """The run's envelope as the tool result; one still going names where to watch it."""
+        return run_result(record, self._run_view(record.run_id) if self._run_view is not None else None)
 
     async def _elicit(self, handle: RunHandle, record: RunRecord) -> bool:
         """Ask each pending question by `elicitation/create` (a few times at most); True when one was answered."""

@@ -9,6 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp.hooks.desk import AUTHS
+from ice_mcp.server.protocol.result_schemas import (
+    DELETED_SCHEMA,
+    HOOK_LIST_SCHEMA,
+    HOOK_SCHEMA,
+    HOOK_TEST_SCHEMA,
+)
 from ice_mcp.server.protocol.tool_table import (
     READ_ONLY,
     Answer,
@@ -64,22 +70,25 @@ HOOK_TOOLS: tuple[BuiltinTool, ...] = (
                              "default), github (X-Hub-Signature-256, X-GitHub-Delivery) or bearer "
                              "(Authorization: Bearer <secret>, Idempotency-Key)."},
                     "id": {**_ID, "description": "An id of your own (default: generated)."}}),
-        _CHANGES, webhook_create, scope="run", rpc="webhook.create", cli=("webhooks", "create")),
+        _CHANGES, webhook_create, scope="run", output_schema=HOOK_SCHEMA, rpc="webhook.create",
+        cli=("webhooks", "create")),
     BuiltinTool(
         "webhook_list", "Every webhook: what it starts, how senders sign, its URL and its secrets' validity "
-        "(never the secrets).", obj_schema({}), READ_ONLY, webhook_list, rpc="webhook.list",
+        "(never the secrets).", obj_schema({}), READ_ONLY, webhook_list, output_schema=HOOK_LIST_SCHEMA,
+        rpc="webhook.list",
         cli=("webhooks", "list")),
     BuiltinTool(
         "webhook_delete", "Delete a webhook (its runs stay).", obj_schema({"id": _ID}, ["id"]),
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False), webhook_delete,
-        scope="run", rpc="webhook.delete", cli=("webhooks", "delete")),
+        scope="run", output_schema=DELETED_SCHEMA, rpc="webhook.delete", cli=("webhooks", "delete")),
     BuiltinTool(
         "webhook_rotate_secret", "A new secret for a webhook (shown only here); the current one stays valid for "
         "overlap_seconds (default a day) while senders move over.",
         obj_schema({"id": _ID, "overlap_seconds": {
             "type": "number", "minimum": 0,
             "description": "How long the old secret still verifies (default 86400: a day)."}}, ["id"]), _CHANGES,
-        webhook_rotate_secret, scope="run", rpc="webhook.rotate_secret", cli=("webhooks", "rotate-secret")),
+        webhook_rotate_secret, scope="run", output_schema=HOOK_SCHEMA, rpc="webhook.rotate_secret",
+        cli=("webhooks", "rotate-secret")),
     BuiltinTool(
         "webhook_test", "Check a delivery without running anything: verify its signature (when headers are "
         "given), map the body to inputs and validate them against the workflow.",
@@ -87,5 +96,5 @@ HOOK_TOOLS: tuple[BuiltinTool, ...] = (
                     "headers": {"type": "object", "additionalProperties": {"type": "string"},
                                 "description": "The delivery's headers (signature ones included)."}},
                    ["id", "body"]),
-        READ_ONLY, webhook_test, rpc="webhook.test", cli=("webhooks", "test")),
+        READ_ONLY, webhook_test, output_schema=HOOK_TEST_SCHEMA, rpc="webhook.test", cli=("webhooks", "test")),
 )

@@ -6,6 +6,12 @@ Each is one `BuiltinTool` entry and one handler over the orchestrator's notifica
 from __future__ import annotations
 
 from ice_mcp.notify.desk import ON
+from ice_mcp.server.protocol.result_schemas import (
+    DELETED_SCHEMA,
+    DELIVERIES_SCHEMA,
+    TARGET_LIST_SCHEMA,
+    TARGET_SCHEMA,
+)
 from ice_mcp.server.protocol.tool_table import (
     READ_ONLY,
     Answer,
@@ -55,16 +61,17 @@ NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
                     "secret": {"type": "string", "description": "Your own whsec_ secret (default: a new one)."},
                     "id": {**_ID, "description": "An id of your own (default: generated)."}}),
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True), notify_set, scope="run",
-        rpc="notify.set", cli=("notify", "set")),
+        output_schema=TARGET_SCHEMA, rpc="notify.set", cli=("notify", "set")),
     BuiltinTool("notify_list", "Every notification target (never its secret).", obj_schema({}), READ_ONLY,
-                notify_list, rpc="notify.list", cli=("notify", "list")),
+                notify_list, output_schema=TARGET_LIST_SCHEMA, rpc="notify.list", cli=("notify", "list")),
     BuiltinTool("notify_delete", "Stop sending to a target and forget its deliveries.", obj_schema({"id": _ID}, ["id"]),
                 Hints(read_only=False, destructive=True, idempotent=True, open_world=False), notify_delete,
-                scope="run", rpc="notify.delete", cli=("notify", "delete")),
+                scope="run", output_schema=DELETED_SCHEMA, rpc="notify.delete", cli=("notify", "delete")),
     BuiltinTool("notify_history", "A target's deliveries, newest first: each event's state (pending, delivered, "
                 "failed, disabled) and every attempt (time, HTTP status or error, server).",
                 obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description":
                                                  "At most this many deliveries, newest first (default 50)."}},
                            ["id"]),
-                READ_ONLY, notify_history, rpc="notify.history", cli=("notify", "history")),
+                READ_ONLY, notify_history, output_schema=DELIVERIES_SCHEMA, rpc="notify.history",
+                cli=("notify", "history")),
 )

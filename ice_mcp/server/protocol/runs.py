@@ -96,15 +96,17 @@ async def relayed_run(
     progress: Progress | None,
     total: int | None,
     log: RunLog | None = None,
+    cancels: Callable[[], bool] | None = None,
 ) -> AsyncIterator[RunHandle]:
     """Start (or attach to) a run with `start(on_event)`, its progress relayed only when the client asked
-    for it; the caller's cancellation cancels the run."""
+    for it; the caller's cancellation cancels the run when `cancels()` says it was the caller's (None: always)."""
     relay = ProgressRelay(progress, total, log) if progress is not None or log is not None else None
     handle = await start(relay.on_event if relay is not None else None)
     try:
         yield handle
     except asyncio.CancelledError:
-        handle.cancel()
+        if cancels is None or cancels():
+            handle.cancel()
         raise
     finally:
         if relay is not None:

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ice_mcp.server.protocol.result_schemas import (
+    DELETED_SCHEMA,
+    SCHEDULE_BACKFILL_SCHEMA,
+    SCHEDULE_HISTORY_SCHEMA,
+    SCHEDULE_LIST_SCHEMA,
+    SCHEDULE_PREVIEW_SCHEMA,
+    SCHEDULE_SCHEMA,
+    SCHEDULE_TRIGGER_SCHEMA,
+)
 from ice_mcp.server.protocol.tool_table import (
     READ_ONLY,
     Answer,
@@ -33,8 +42,9 @@ SPEC_SCHEMA: dict[str, Any] = {
         "jitter_seconds": {"type": "number", "minimum": 0,
                            "description": "A delay in [0, jitter] fixed per slot, never past the next slot."},
     },
+    # "Exactly one of" is checked by parse_spec: a oneOf of bare `required`s fails ajv's strictRequired, and
+    # OpenAI's strict schemas have no oneOf.
     "additionalProperties": False,
-    "oneOf": [{"required": ["cron"]}, {"required": ["every_seconds"]}, {"required": ["rrule"]}],
 }
 POLICY_SCHEMA: dict[str, Any] = {"description": "What overlapping and missed slots do, and pause on failure.", **obj_schema({
     "overlap": {"type": "string", "enum": ["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
@@ -117,7 +127,7 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         "(skipped or repeated local times, sub-minute intervals). Keeps nothing.",
         obj_schema({"spec": SPEC_SCHEMA, "count": {"type": "integer", "minimum": 1, "maximum": 100},
                     "from": {**_INSTANT, "description": "Fires after this time (default now)."}}, ["spec"]),
-        READ_ONLY, schedule_preview, rpc="schedule.preview"),
+        READ_ONLY, schedule_preview, output_schema=SCHEDULE_PREVIEW_SCHEMA, rpc="schedule.preview"),
     BuiltinTool(
         "schedule_create", "Run a workflow (or a served network) on a schedule (cron, interval or RRULE, in a time "
         "zone). Returns the schedule with its id and next 3 fires. Each slot runs once, whichever server fires it.",
@@ -127,49 +137,56 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
                     "inputs": {"type": "object", "description": "The workflow's inputs for every run."},
                     "spec": SPEC_SCHEMA, "policy": POLICY_SCHEMA,
                     "id": {**_ID, "description": "An id of your own (default: generated)."}}, ["spec"]),
-        _CHANGES, schedule_create, scope="run", rpc="schedule.create", cli=("schedules", "create")),
+        _CHANGES, schedule_create, scope="run", output_schema=SCHEDULE_SCHEMA, rpc="schedule.create",
+        cli=("schedules", "create")),
     BuiltinTool(
         "schedule_get", "A schedule: spec, policy, inputs, state, revision, next 10 fires, last 10 firings, counts "
         "by outcome, and when a server last ran the firing loop on this store.",
-        obj_schema({"id": _ID}, ["id"]), READ_ONLY, schedule_get, rpc="schedule.get", cli=("schedules", "show")),
+        obj_schema({"id": _ID}, ["id"]), READ_ONLY, schedule_get, output_schema=SCHEDULE_SCHEMA, rpc="schedule.get",
+        cli=("schedules", "show")),
     BuiltinTool(
         "schedule_list", "Every schedule (optionally of one workflow or network) with its next fires.",
-        obj_schema({"workflow": {"type": "string", "description": "A workflow's or a network's name."}}), READ_ONLY, schedule_list, rpc="schedule.list",
+        obj_schema({"workflow": {"type": "string", "description": "A workflow's or a network's name."}}), READ_ONLY, schedule_list,
+        output_schema=SCHEDULE_LIST_SCHEMA, rpc="schedule.list",
         cli=("schedules", "list")),
     BuiltinTool(
         "schedule_update", "Change a schedule's spec, policy or inputs (if_revision: only if it is still that "
         "revision).",
         obj_schema({"id": _ID, "spec": SPEC_SCHEMA, "policy": POLICY_SCHEMA, "inputs": {"type": "object"},
                     "if_revision": {"type": "integer", "minimum": 1}}, ["id"]),
-        _CHANGES, schedule_update, scope="run", rpc="schedule.update"),
+        _CHANGES, schedule_update, scope="run", output_schema=SCHEDULE_SCHEMA, rpc="schedule.update"),
     BuiltinTool(
         "schedule_pause", "Stop firing a schedule until it is resumed (note: why).",
         obj_schema({"id": _ID, "note": {"type": "string", "description": "Why it is paused, kept with it."}},
-                   ["id"]), _CHANGES, schedule_pause, scope="run", rpc="schedule.pause", cli=("schedules", "pause")),
+                   ["id"]), _CHANGES, schedule_pause, scope="run", rpc="schedule.pause", cli=("schedules", "pause"),
+        output_schema=SCHEDULE_SCHEMA),
     BuiltinTool(
         "schedule_resume", "Fire a paused schedule again; catch_up runs the slots passed while paused as the "
         "catch-up policy says (default: they are recorded as paused, not run).",
         obj_schema({"id": _ID, "catch_up": {"type": "boolean", "description":
                                             "Run the slots passed while paused (default: record them as paused)."}},
-                   ["id"]), _CHANGES, schedule_resume, scope="run", rpc="schedule.resume", cli=("schedules", "resume")),
+                   ["id"]), _CHANGES, schedule_resume, scope="run", rpc="schedule.resume", cli=("schedules", "resume"),
+        output_schema=SCHEDULE_SCHEMA),
     BuiltinTool(
         "schedule_trigger", "Run a schedule's workflow (or network) now, outside its slots.",
-        obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run", rpc="schedule.trigger",
+        obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run",
+        output_schema=SCHEDULE_TRIGGER_SCHEMA, rpc="schedule.trigger",
         cli=("schedules", "trigger")),
     BuiltinTool(
         "schedule_backfill", "Run the slots between start and end (inclusive) that have no firing yet, up to the "
         "schedule's last decided slot (later ones it fires itself); `later_slots` counts those left.",
         obj_schema({"id": _ID, "start": _INSTANT, "end": _INSTANT}, ["id", "start", "end"]), _STARTS,
-        schedule_backfill, scope="run", rpc="schedule.backfill"),
+        schedule_backfill, scope="run", output_schema=SCHEDULE_BACKFILL_SCHEMA, rpc="schedule.backfill"),
     BuiltinTool(
         "schedule_delete", "Delete a schedule and its history (its runs stay).",
         obj_schema({"id": _ID}, ["id"]), Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
-        schedule_delete, scope="run", rpc="schedule.delete", cli=("schedules", "delete")),
+        schedule_delete, scope="run", output_schema=DELETED_SCHEMA, rpc="schedule.delete",
+        cli=("schedules", "delete")),
     BuiltinTool(
         "schedule_history", "What became of a schedule's slots, newest first: started (with run_id), "
         "skipped_overlap, buffered, buffer_dropped, missed, paused or rate_limited (the workflow's limits turned it "
         "away); a stretch of slots may be one row with count.",
         obj_schema({"id": _ID, "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
                     "outcome": {"type": "string", "enum": list(OUTCOMES)}}, ["id"]),
-        READ_ONLY, schedule_history, rpc="schedule.history"),
+        READ_ONLY, schedule_history, output_schema=SCHEDULE_HISTORY_SCHEMA, rpc="schedule.history"),
 )

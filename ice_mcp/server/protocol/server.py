@@ -324,7 +324,19 @@ def _call_way(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
             return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     return CallWay(tasks=negotiated(ctx), input_required=modern(ctx) and can_elicit(ctx), elicit=elicit,
-                   request_state=params.request_state, input_responses=params.input_responses)
+                   request_state=params.request_state, input_responses=params.input_responses,
+                   cancels=_cancels_run(ctx))
+
+
+def _cancels_run(ctx: ServerRequestContext[Any, Any]) -> Callable[[], bool] | None:
+    """Whether the call's cancellation cancels its run: on 2026-07-28 always (closing the stream is
+    cancellation); on a 2025 session only once the client sent notifications/cancelled for it, not when its
+    connection dropped or its session ended (the run goes on: run_result finds it)."""
+    if modern(ctx):
+        return None
+    # The request's dispatch context sets this event on notifications/cancelled (the SDK keeps it private).
+    asked = getattr(getattr(ctx.session, "_request_outbound", None), "cancel_requested", None)
+    return asked.is_set if asked is not None else None
 
 
 async def _call_native(

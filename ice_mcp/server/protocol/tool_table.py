@@ -123,13 +123,13 @@ Answer = Reply | RunStarted | RunWatched | RunAnswered | NetworkFollowed
 Handler = Callable[[BuiltinCall], Awaitable[Answer]]
 
 
-async def wait_for_network(answer: NetworkFollowed) -> dict[str, Any]:
-    """A network's result once it ends or the wait is over; a caller without a key who goes away while
-    waiting for a network it started takes it along."""
+async def wait_for_network(answer: NetworkFollowed, cancels: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """A network's result once it ends or the wait is over; a caller without a key who cancels while waiting
+    for a network it started takes it along (when `cancels()` says the cancellation is the caller's)."""
     try:
         return await answer.handle.wait(timeout=answer.wait)
     except asyncio.CancelledError:
-        if answer.started and not answer.key:
+        if answer.started and not answer.key and (cancels is None or cancels()):
             answer.handle.cancel()
         raise
 
