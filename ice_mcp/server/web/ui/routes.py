@@ -22,6 +22,7 @@ from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.errors import IceError
 from ice_mcp.principals import isolated
 from ice_mcp.server.access import bearer_token, caller_id, principal_of, same_secret
+from ice_mcp.server.protocol.run_ids import resolve_run_id
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
 from ice_mcp.server.web.ui.schedules import schedule_api
@@ -70,6 +71,7 @@ class UiConfig:
     startable: Callable[[str], bool] = field(default=lambda name: True)
     mode: str = "server"
     oauth: bool = False  # callers sign in: cancelling or retrying one's own run needs ice:run, not the admin token
+    token_configured: bool = False  # ICE_MCP_TOKEN: every request needs a token, so the page has a Token dialog
 
 
 class UiError(IceError):
@@ -336,6 +338,13 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
             raise UiError(400, "invalid_json", "the request body must be a JSON object")
         return data
 
+    def run_id_of(request: Request) -> str:
+        """The run a path names: its id, or a unique start of it (the runs list shows the first 12 characters)."""
+        try:
+            return resolve_run_id(orc, request.path_params["run_id"])
+        except IceError as exc:
+            raise UiError(409 if exc.code == "ambiguous_run_id" else 404, exc.code, exc.message) from None
+
     def record_of(run_id: str) -> Any:
         record = orc.get_run(run_id)
         if record is None:
@@ -362,9 +371,31 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
 
     async def session(request: Request) -> Response:
         admin = is_admin(request)
+        can_start = not config.start_needs_admin or admin
         return _json({"admin": admin, "mode": config.mode, "read_only": config.read_only,
-                      "admin_configured": bool(config.admin_token),
-                      "can_start": not config.start_needs_admin or admin})
+                      "admin_configured": bool(config.admin_token), "token_configured": config.token_configured,
+                      "oauth": config.oauth, "can_start": can_start,
+                      "role": "admin" if admin else "viewer", "role_note": role_note(admin, can_start),
+                      "controls_note": None if admin else controls_note()})
+
+    def controls_note() -> str:
+        """Why this page shows no Cancel or Retry, and how to have them."""
+        if config.read_only:
+            return "This server is read-only: runs are not cancelled or retried here."
+        if config.oauth:
+            return ("Cancel and Retry need a sign-in that may run workflows (the ice:run scope): ask your "
+                    "assistant for a new link to this page (the ui_link tool).")
+        if not config.admin_token:
+            return ("Cancel and Retry are off: this server has no admin token. Start it with "
+                    "ICE_MCP_ADMIN_TOKEN set to a secret of yours, then type that secret into Token (top right).")
+        return "Cancel and Retry need the admin token: type it into Token (top right)."
+
+    def role_note(admin: bool, can_start: bool) -> str:
+        """What "admin" or "viewer" means on this page."""
+        if admin:
+            return "admin: you may start, cancel and retry runs."
+        seen = "your runs" if config.oauth else "every run"
+        return f"viewer: you see {seen}{' and may start workflows' if can_start else ''}. {controls_note()}"
 
     async def runs(request: Request) -> Response:
         query = request.query_params
@@ -396,7 +427,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _stream(stream())
 
     async def run(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         record = record_of(run_id)
         handle = orc.get_handle(run_id)
         here = handle is not None and not handle.done
@@ -406,7 +437,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _json({"run": detail, "graph": graph, "here": here})
 
     async def run_events(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         record_of(run_id)
         try:
             after = int(request.query_params.get("after", -1))
@@ -418,7 +449,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _stream(source)
 
     async def node(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         node_id = request.query_params.get("id") or ""
         if not node_id or len(node_id) > 2_000:
             raise UiError(400, "invalid_node", "give the node id as ?id=")
@@ -426,8 +457,8 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _json(await asyncio.to_thread(views.node, run_id, node_id, record))
 
     async def cancel(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        need_admin(request, "cancelling a run")
+        need_admin(request, "cancelling a run")  # before the run is looked up: a refusal says nothing of which runs exist
+        run_id = run_id_of(request)
         record = record_of(run_id)
         if record.done:
             raise UiError(409, "run_finished", f"run {run_id} already ended ({record.status})")
@@ -435,8 +466,8 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _json({"run_id": run_id, "status": record_of(run_id).status})
 
     async def retry(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        need_admin(request, "retrying a run")
+        need_admin(request, "retrying a run")  # before the run is looked up: a refusal says nothing of which runs exist
+        run_id = run_id_of(request)
         data = await body_of(request)
         from_node = data.get("from_node")
         if from_node is not None and not isinstance(from_node, str):

@@ -61,7 +61,7 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     token = token if token is not None else (os.environ.get("ICE_MCP_TOKEN") or None)
     admin_token = admin_token if admin_token is not None else (os.environ.get("ICE_MCP_ADMIN_TOKEN") or None)
     security = TransportSecurityMiddleware(security_settings(host, port, allowed_hosts))
-    config = UiConfig(admin_token=admin_token, start_needs_admin=True, mode="viewer")
+    config = UiConfig(admin_token=admin_token, start_needs_admin=True, mode="viewer", token_configured=bool(token))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "workflows": len(orc.registry.workflows)})

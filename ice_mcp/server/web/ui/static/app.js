@@ -9,6 +9,7 @@ const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'time
 const underWay = (status) => status === 'queued' || status === 'running' || status === 'input_required';
 const main = document.getElementById('main');
 let session = { admin: false, can_start: false, mode: 'server', read_only: false };
+let tokenNeeded = false;  // the server answered 401: it has a token, whatever the session said
 let cleanup = null;
 // What the load test reads: events applied, and the lag from an event's time to its drawing.
 const stats = (window.__ice = { events: 0, batches: 0, lags: [], layoutMs: null, firstEventAt: null, lastEventAt: null });
@@ -76,7 +77,7 @@ async function api(path, { method = 'GET', body } = {}) {
   const response = await fetch(path, init);
   let data = null;
   try { data = await response.json(); } catch { data = null; }
-  if (response.status === 401) askToken(signIn(response));
+  if (response.status === 401) { needToken(); askToken(signIn(response)); }
   if (!response.ok) {
     const error = data && data.error;
     throw new ApiError(response.status, (error && error.code) || `http_${response.status}`,
@@ -94,7 +95,7 @@ function follow(path, onData, { signal, onEnd, resumable = false } = {}) {
       try {
         const url = resumable ? `${path}?after=${last}` : path;
         const response = await fetch(url, { headers: headers({ Accept: 'text/event-stream' }), signal, cache: 'no-store' });
-        if (response.status === 401) { askToken(signIn(response)); return; }
+        if (response.status === 401) { needToken(); askToken(signIn(response)); return; }
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         backoff = 500;
         const reader = response.body.getReader();
@@ -154,8 +155,16 @@ const signIn = (response) => ((response.headers.get('WWW-Authenticate') || '').i
   ? 'This server signs you in with OAuth: ask your assistant for a link to this page (the ui_link tool).'
   : 'The server needs a token to show runs.');
 
+// The Token button is there only when a token means something: the server has an admin or a server token.
+function needToken() {
+  tokenNeeded = true;
+  document.getElementById('token-button').hidden = false;
+}
+
 document.getElementById('token-button').addEventListener('click', () => {
-  askToken(session.admin ? 'You are using the admin token.' : 'Type the admin token to cancel, retry and start runs (or the server token to view).');
+  askToken(session.admin ? 'You are using the admin token.'
+    : session.admin_configured ? `Type the admin token to cancel, retry and start runs${session.token_configured ? ' (or the server token to view them)' : ''}.`
+      : 'Type the server token (ICE_MCP_TOKEN) to see runs.');
 });
 
 dialog.addEventListener('close', async () => {
@@ -174,7 +183,9 @@ async function loadSession() {
   }
   const who = document.getElementById('who');
   who.textContent = session.admin ? 'admin' : (session.mode === 'viewer' ? 'viewer · read-only' : (session.read_only ? 'read-only server' : 'viewer'));
+  who.title = session.role_note || '';  // what "viewer" may and may not do here, and how to do more
   who.dataset.admin = session.admin ? 'yes' : 'no';
+  document.getElementById('token-button').hidden = !(tokenNeeded || (!session.oauth && (session.admin_configured || session.token_configured)));
 }
 
 // -- router ------------------------------------------------------------------------------------
@@ -288,6 +299,10 @@ async function runView(runId, signal) {
     return;
   }
   if (signal.aborted) return;
+  if (data.run.run_id !== runId) {  // a short id (the list's): the address names the whole one from here on
+    runId = data.run.run_id;
+    history.replaceState(null, '', `#/runs/${encodeURIComponent(runId)}`);
+  }
   let run = data.run, here = data.here, selected = null;
   const head = h('div', { class: 'run-head' });
   const side = h('aside', { class: 'side', id: 'side' });
@@ -328,6 +343,9 @@ async function runView(runId, signal) {
     if (session.admin && !underWay(run.status) && run.status !== 'succeeded') {
       add(actions, h('button', { type: 'button', id: 'retry-run', onclick: () => retry(null) }, 'Retry'));
     }
+    // Without the right to cancel or retry, the page says why and how to have it, where the buttons would be.
+    const barred = !session.admin && session.controls_note && run.status !== 'succeeded'
+      ? h('p', { class: 'muted controls-note', id: 'controls-note' }, session.controls_note) : null;
     fill(head,
       h('a', { href: '#/runs', class: 'back' }, '← Runs'),
       h('h1', {}, h('a', { href: `#/workflows/${encodeURIComponent(run.workflow)}` }, run.workflow)),
@@ -341,7 +359,7 @@ async function runView(runId, signal) {
         h('span', { id: 'run-duration' }, fmtDuration(elapsed(run))),
         h('span', {}, fmtCost(run.cost_usd)),
         h('span', {}, `${fmtTokens(run.tokens)} tokens`)),
-      actions);
+      actions, barred);
   };
 
   const retry = async (fromNode) => {
@@ -411,6 +429,7 @@ async function runView(runId, signal) {
   const ticker = setInterval(() => {
     const cell = document.getElementById('run-duration');
     if (cell && underWay(run.status)) cell.textContent = fmtDuration(elapsed(run));
+    if (dag) dag.tick();  // the clocks of running nodes
   }, 1000);
   signal.addEventListener('abort', () => clearInterval(ticker));
 
@@ -535,9 +554,10 @@ async function workflowView(name, signal) {
   const form = schemaForm(data.inputs);
   const message = h('div', { class: 'form-message' });
   const start = h('button', { type: 'submit', id: 'start-run', disabled: !data.can_start }, 'Start run');
-  const why = data.can_start ? null : h('p', { class: 'muted' }, session.admin
+  const why = data.can_start ? null : h('p', { class: 'muted', id: 'start-why' }, session.admin
     ? 'This server does not run this workflow (it may change data and the server is read-only).'
-    : 'Starting runs here needs the admin token (Token, top right).');
+    : session.admin_configured ? 'Starting runs here needs the admin token (Token, top right).'
+      : 'Starting runs here needs an admin token, and this viewer has none: start it with ICE_MCP_ADMIN_TOKEN set to a secret of yours, then type that secret into Token (top right).');
   const pane = h('div', { class: 'graph-pane diagram' });
   fill(main, h('section', { class: 'workflow' },
     h('a', { href: '#/workflows', class: 'back' }, '← Workflows'),

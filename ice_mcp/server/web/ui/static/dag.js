@@ -11,6 +11,18 @@ export const STATE_OF = {
   node_skipped: 'skipped', node_cancelled: 'cancelled', node_waiting: 'waiting', node_answered: 'running',
 };
 const CONTAINER_ITER = /([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]\./g;
+// States in which a node's clock runs: from its latest node_started to the event that ends it.
+const TICKING = new Set(['running', 'retrying', 'waiting']);
+
+// A node's clock: "0.4 s", "12 s", "3 m 05 s", "1 h 02 m".
+export function clockText(seconds) {
+  if (!(seconds >= 0)) return '';
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  const s = Math.floor(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} m ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} m`;
+}
 
 // Ranks, order and coordinates of one scope's nodes. size(i) gives node i's {w, h}.
 export function layered(nodes, size) {
@@ -115,6 +127,9 @@ export class DagView {
     this.choice = new Map();       // full container id -> iteration picked in its selector
     this.els = new Map();          // full node id -> element drawn now
     this.selects = new Map();      // full container id -> its iteration <select>
+    this.startedAt = new Map();    // full node id -> its latest node_started time (server seconds), while it runs
+    this.tookMs = new Map();       // full node id -> how long it took, once it ended
+    this.clocks = new Map();       // full node id -> its clock element drawn now
     this.selected = null;
     this.following = null;
     this.scale = 1; this.tx = 0; this.ty = 0;
@@ -169,6 +184,7 @@ export class DagView {
     const started = performance.now();
     this.els.clear();
     this.selects.clear();
+    this.clocks.clear();
     this.canvas.replaceChildren();
     this.layout = this.layoutNodes(this.graph.nodes || [], '');
     this.width = this.layout.width + 2 * PAD;
@@ -228,7 +244,11 @@ export class DagView {
       box.title = node.description ? `${full}\n${node.description}` : full;
       const head = el('div', 'node-head');
       head.append(el('span', 'node-id', node.id), el('span', 'node-kind', node.detail ? `${node.type} · ${node.detail}` : node.type));
-      box.append(head);
+      const clock = el('span', 'node-clock');
+      clock.dataset.clock = full;
+      box.append(head, clock);
+      this.clocks.set(full, clock);
+      this.showClock(full, Date.now() / 1000);
       head.addEventListener('click', (event) => { event.stopPropagation(); this.select(full, node); });
       if (node.scopes) {
         const open = this.open.has(full);
@@ -344,6 +364,12 @@ export class DagView {
       const id = event.node_id;
       this.states.set(id, state);
       changed++;
+      if (event.type === 'node_started' && event.ts) { this.startedAt.set(id, event.ts); this.tookMs.delete(id); }
+      if (!TICKING.has(state)) {
+        this.startedAt.delete(id);
+        if (event.duration_ms !== undefined && event.duration_ms !== null) this.tookMs.set(id, event.duration_ms);
+      }
+      this.showClock(id, Date.now() / 1000);
       const box = this.els.get(id);
       if (box) box.dataset.state = state;
       CONTAINER_ITER.lastIndex = 0;
@@ -371,6 +397,21 @@ export class DagView {
       this.following = setTimeout(() => { this.following = null; this.redraw(); }, 250);  // at most 4 redraws a second
     }
     return changed;
+  }
+
+  // A running node's clock counts from its start; an ended one shows how long it took. `now`: seconds.
+  showClock(full, now) {
+    const clock = this.clocks.get(full);
+    if (!clock) return;
+    const since = this.startedAt.get(full), took = this.tookMs.get(full);
+    const running = since !== undefined && TICKING.has(this.states.get(full));
+    clock.textContent = running ? clockText(Math.max(0, now - since)) : (took !== undefined ? clockText(took / 1000) : '');
+    clock.classList.toggle('ticking', running);
+  }
+
+  // Moves the clocks of the running nodes on (the run view calls it every second).
+  tick(now = Date.now() / 1000) {
+    for (const full of this.startedAt.keys()) this.showClock(full, now);
   }
 
   nodeAt(full) {
