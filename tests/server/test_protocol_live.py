@@ -177,11 +177,11 @@ def test_busy_sessions_are_not_evicted_and_the_refusal_is_clear(tmp_path: Path) 
         session = open_session(http, url)
         slow = threading.Thread(
             target=session_call,
-            args=(http, url, session, 5, "tools/call", {"name": "workflow_slow", "arguments": {"seconds": 1.5}}),
+            args=(http, url, session, 5, "tools/call", {"name": "workflow_slow", "arguments": {"seconds": 3.0}}),
         )
-        slow.start()
-        time.sleep(0.5)
-        with healthz_watch(url) as watch:
+        with healthz_watch(url) as watch:  # its prober process up first: starting one can outlast a short call
+            slow.start()
+            time.sleep(0.5)
             refused = http.post(f"{url}/mcp", json=INITIALIZE, headers=JSON_HEADERS)
             slow.join()
         watch.assert_responsive()
