@@ -165,6 +165,19 @@ def open_store(state_url: str | None, data_dir: Path, *,
                    code="invalid_state_url", details={"scheme": scheme})
 
 
+def _wal(db: sqlite3.Connection, tries: int = 250) -> None:
+    """WAL mode; switching a new file to it takes a lock SQLite's busy timeout does not wait for, so a process
+    that meets another one switching it tries again (for up to ~5 s)."""
+    for left in range(tries - 1, -1, -1):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or not left:
+                raise
+            time.sleep(0.02)
+
+
 class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedWriter):
     """The SQLite run store. `save` and `keep_journal` queue; reads never wait on the writer."""
 
@@ -181,8 +194,16 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
         self._read = self._connect(target)
         self._read_lock = threading.Lock()
         with self._read_lock:
-            self._read.executescript(_SCHEMA + SCHEDULE_SCHEMA + HOOK_SCHEMA + OUTBOX_SCHEMA + LIMITS_SCHEMA)
-            self._migrate()
+            # One process at a time makes and migrates the schema: two servers opening a new folder at once
+            # would both add the same column (and one fail on "duplicate column name").
+            self._read.executescript("BEGIN IMMEDIATE;" + _SCHEMA + SCHEDULE_SCHEMA + HOOK_SCHEMA + OUTBOX_SCHEMA
+                                     + LIMITS_SCHEMA)
+            try:
+                self._migrate()
+            except BaseException:
+                self._read.execute("ROLLBACK")
+                raise
+            self._read.execute("COMMIT")
         self._write = self._connect(target)
         self._start_queue()
 
@@ -193,7 +214,7 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
     def _connect(self, target: str) -> sqlite3.Connection:
         db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, uri=self._memory, timeout=10.0)
         if not self._memory:
-            db.execute("PRAGMA journal_mode=WAL")
+            _wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
         return db
 

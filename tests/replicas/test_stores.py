@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,3 +267,26 @@ def test_a_secret_is_made_once_and_shared(store: RunStorage, other: RunStorage) 
     first = store.secret("request-state")
     assert len(first) == 32 and other.secret("request-state") == first == store.secret("request-state")
     assert other.secret("another") != first
+
+
+def _open_after(path: str, barrier: Any) -> None:
+    barrier.wait()  # every process opens the new folder at the same moment
+    RunStore(Path(path)).close()
+
+
+def test_processes_opening_a_new_data_folder_at_once_all_get_the_store(tmp_path: Path) -> None:
+    """Two servers started together on a new folder: one makes and migrates the schema, the others wait for it
+    (they used to fail with 'duplicate column name' or 'database is locked')."""
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        path = tmp_path / f"try{attempt}" / "runs.sqlite3"
+        barrier = context.Barrier(4)
+        processes = [context.Process(target=_open_after, args=(str(path), barrier)) for _ in range(4)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(60)
+        assert [process.exitcode for process in processes] == [0, 0, 0, 0]
+        store = RunStore(path)
+        assert store.get("none") is None
+        store.close()
