@@ -28,9 +28,11 @@ from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, ren
 from ice_mcp.server.web.ui.schedules import schedule_api
 from ice_mcp.server.web.ui.views import (
     STREAMED,
+    controls_note,
     json_text,
     node_detail,
     reused_node,
+    role_note,
     run_detail,
     run_summary,
     slim_event,
@@ -375,27 +377,8 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         return _json({"admin": admin, "mode": config.mode, "read_only": config.read_only,
                       "admin_configured": bool(config.admin_token), "token_configured": config.token_configured,
                       "oauth": config.oauth, "can_start": can_start,
-                      "role": "admin" if admin else "viewer", "role_note": role_note(admin, can_start),
-                      "controls_note": None if admin else controls_note()})
-
-    def controls_note() -> str:
-        """Why this page shows no Cancel or Retry, and how to have them."""
-        if config.read_only:
-            return "This server is read-only: runs are not cancelled or retried here."
-        if config.oauth:
-            return ("Cancel and Retry need a sign-in that may run workflows (the ice:run scope): ask your "
-                    "assistant for a new link to this page (the ui_link tool).")
-        if not config.admin_token:
-            return ("Cancel and Retry are off: this server has no admin token. Start it with "
-                    "ICE_MCP_ADMIN_TOKEN set to a secret of yours, then type that secret into Token (top right).")
-        return "Cancel and Retry need the admin token: type it into Token (top right)."
-
-    def role_note(admin: bool, can_start: bool) -> str:
-        """What "admin" or "viewer" means on this page."""
-        if admin:
-            return "admin: you may start, cancel and retry runs."
-        seen = "your runs" if config.oauth else "every run"
-        return f"viewer: you see {seen}{' and may start workflows' if can_start else ''}. {controls_note()}"
+                      "role": "admin" if admin else "viewer", "role_note": role_note(config, admin, can_start),
+                      "controls_note": None if admin else controls_note(config)})
 
     async def runs(request: Request) -> Response:
         query = request.query_params

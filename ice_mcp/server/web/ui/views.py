@@ -175,3 +175,24 @@ def node_detail(node_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
                 detail["question"] = _short(data.get("question", ""))
     detail["attempts"] = [attempts[n] for n in sorted(attempts)]
     return detail
+
+
+def controls_note(config: Any) -> str:
+    """Why the run page shows no Cancel or Retry (a UiConfig's server), and how to have them."""
+    if config.read_only:
+        return "This server is read-only: runs are not cancelled or retried here."
+    if config.oauth:
+        return ("Cancel and Retry need a sign-in that may run workflows (the ice:run scope): ask your "
+                "assistant for a new link to this page (the ui_link tool).")
+    if not config.admin_token:
+        return ("Cancel and Retry are off: this server has no admin token. Start it with "
+                "ICE_MCP_ADMIN_TOKEN set to a secret of yours, then type that secret into Token (top right).")
+    return "Cancel and Retry need the admin token: type it into Token (top right)."
+
+
+def role_note(config: Any, admin: bool, can_start: bool) -> str:
+    """What "admin" or "viewer" means on the page."""
+    if admin:
+        return "admin: you may start, cancel and retry runs."
+    seen = "your runs" if config.oauth else "every run"
+    return f"viewer: you see {seen}{' and may start workflows' if can_start else ''}. {controls_note(config)}"
