@@ -30,8 +30,10 @@ class ServerOptions:
     max_wait_seconds: float = 55.0
     # Advertise `workflow:<name>` instead of `workflow_<name>`.
     canonical_names: bool = False
-    # Advertised names stay within this length (64 for every client; lower it to leave room for host prefixes).
-    max_name_length: int = 64
+    # Advertised names stay within this length: hosts prefix a server's tools (`ice_mcp__…`, Cursor's 60-character
+    # cap) and 64 is every client's limit, so 40 leaves them room; a longer name ends in a hash of the whole, and
+    # `workflow_<full name>` and the canonical id still reach it.
+    max_name_length: int = 40
     # fnmatch patterns on advertised names or canonical ids; empty include = everything.
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()

@@ -317,3 +317,14 @@ def test_tags_are_searched_from_the_blueprint_and_from_its_older_metadata() -> N
     assert search_doc(both).tags == ("invoices", "billing")
     index = SearchIndex([search_doc(both), search_doc(Blueprint.model_validate({"name": "other", "nodes": node}))])
     assert [hit.name for hit in index.search("invoices", 5)] == ["ledger"]
+
+
+async def test_a_long_name_is_listed_within_40_characters_and_reached_every_way(big: Orchestrator) -> None:
+    long = "quarterly_revenue_reconciliation_by_region_v2"  # 45 characters: `workflow_` makes 54
+    big.register_blueprint({**FRESH, "name": long, "pinned": True})
+    async with connect(big) as client:
+        listed = [tool.name for tool in (await client.list_tools()).tools if tool.title == f"workflow:{long}"]
+        assert len(listed) == 1 and len(listed[0]) <= MAX_NAME and listed[0].startswith("workflow_quarterly")
+        for name in (listed[0], f"workflow_{long}", f"workflow:{long}"):
+            answer = await client.call_tool(name, {"month": "2026-11"})
+            assert structured(answer)["outputs"] == {"value": "2026-11"}, name
