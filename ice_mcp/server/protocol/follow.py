@@ -39,6 +39,7 @@ Start = Callable[[Listener | None], Awaitable[RunHandle]]
 MRTR_ANSWER = "mcp:input_required"
 ELICIT_ANSWER = "mcp:elicitation"
 ELICIT_TRIES = 3  # a question a client keeps answering wrongly is left for run_respond
+APPS_WAIT_SECONDS = 2.0  # an MCP Apps client's call waits this long, then the run view under it follows the run
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,8 @@ class CallWay:
     # dropped connection or ended session is not (the spec: SHOULD NOT); notifications/cancelled is, and on
     # 2026-07-28 a closed stream is too (MUST).
     cancels: Callable[[], bool] | None = None
+    # It shows MCP Apps: the run view under the call follows the run, so the call answers within APPS_WAIT_SECONDS.
+    apps: bool = False
 
     @property
     def asks(self) -> bool:
@@ -77,7 +80,9 @@ class RunFollower:
     def _budget(self, wait: float | None, execution: str, tasks: bool) -> float:
         if tasks and self.way.tasks:
             return 0.0 if execution == "task" else self._options.task_after_seconds
-        return self._options.wait_seconds if wait is None else wait
+        budget = self._options.wait_seconds if wait is None else wait
+        # A host draws the view only once the call returns: a run that goes on is shown live there, not waited on.
+        return min(budget, APPS_WAIT_SECONDS) if tasks and self.way.apps else budget
 
     async def start(self, start: Start, *, total: int | None, execution: str = "auto",
                     wait: float | None = None, tasks: bool = True) -> CallAnswer:

@@ -10,6 +10,7 @@ from typing import Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
+from mcp.server.apps import client_supports_apps
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding, RequestHandler, compose_tool_call_handler
 from mcp.server.lowlevel.server import NotificationOptions
@@ -325,7 +326,7 @@ def _call_way(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
 
     return CallWay(tasks=negotiated(ctx), input_required=modern(ctx) and can_elicit(ctx), elicit=elicit,
                    request_state=params.request_state, input_responses=params.input_responses,
-                   cancels=_cancels_run(ctx))
+                   cancels=_cancels_run(ctx), apps=client_supports_apps(ctx))
 
 
 def _cancels_run(ctx: ServerRequestContext[Any, Any]) -> Callable[[], bool] | None:
