@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -22,7 +21,7 @@ from ice_mcp.core.networks import keep_network, member_ended, network_graph, net
 from ice_mcp.core.plan import Plan
 from ice_mcp.core.runner import Runner
 from ice_mcp.core.templates import Scope
-from ice_mcp.engines.temporal.planning import PLANS, CallerSpend
+from ice_mcp.engines.temporal.planning import LOCAL_TIMEOUT, PLANS, CallerSpend, workflow_now
 from ice_mcp.engines.temporal.wire import (
     RUN_WORKFLOW,
     SAVE_RECORD,
@@ -37,12 +36,6 @@ from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
 from ice_mcp.store.events import EventLog
 from ice_mcp.store.records import RunRecord
 from ice_mcp.types import NodeResult
-
-LOCAL_TIMEOUT = timedelta(seconds=60)
-
-
-def _now() -> float:
-    return workflow.now().timestamp()
 
 
 class NetworkGraphRunner(Runner):
@@ -110,8 +103,8 @@ class NetworkRun:
         """Run the graph to its end (a cancellation included) and keep the network's final record."""
         start, manifest = self.start, self.manifest
         self.main = asyncio.current_task()
-        runner = NetworkGraphRunner(now=_now, perf=workflow.time)
-        ctx = RunContext(start.network_id, PLANS.services, EventLog(start.network_id, clock=_now), Spend(), runner,
+        runner = NetworkGraphRunner(now=workflow_now, perf=workflow.time)
+        ctx = RunContext(start.network_id, PLANS.services, EventLog(start.network_id, clock=workflow_now), Spend(), runner,
                          _no_workflows, sleep=asyncio.sleep, globals=dict(manifest.global_),
                          trigger=dict(start.trigger))
         stopped: str | None = None
@@ -129,7 +122,7 @@ class NetworkRun:
         return self.record.to_dict()
 
     def keep(self, status: str = "running") -> None:
-        keep_network(self.record, self.workflows, status, self.spend.cost_usd, _now())
+        keep_network(self.record, self.workflows, status, self.spend.cost_usd, workflow_now())
         self.keeper.changed()
 
     def budget_left(self) -> float | None:
@@ -211,7 +204,7 @@ class NetworkRun:
         """A run kept but never started (the network was cancelled in between) ends cancelled."""
         if run.done:
             return
-        run.status, run.finished_at = "cancelled", _now()
+        run.status, run.finished_at = "cancelled", workflow_now()
         await save_record(run)
 
 

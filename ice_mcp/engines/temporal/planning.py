@@ -63,7 +63,12 @@ TIMEOUT_GRACE_SECONDS = 30.0  # past the node's own timeout (kept by the activit
 # numbers as the embedded engine); only a lost worker makes Temporal run the same attempt again.
 LOST_WORKER_RETRIES = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                                   maximum_attempts=20)
-LOCAL_TIMEOUT = timedelta(seconds=60)
+LOCAL_TIMEOUT = timedelta(seconds=60)  # a local activity (the journal, the record, a network's member start)
+
+
+def workflow_now() -> float:
+    """The workflow's deterministic wall clock, in Unix seconds (events and records stamped inside it)."""
+    return workflow.now().timestamp()
 PLAN_CACHE = 256
 
 
@@ -195,7 +200,7 @@ class WorkflowRunner(Runner):
 
     def __init__(self, run_id: str, workflows: dict[str, dict[str, Any]], caller: CallerSpend, tuning: Tuning,
                  sink: EventSink) -> None:
-        super().__init__(now=lambda: workflow.now().timestamp(), perf=workflow.time)
+        super().__init__(now=workflow_now, perf=workflow.time)
         self.run_id, self.workflows, self.caller, self.tuning, self.sink = run_id, workflows, caller, tuning, sink
         self.draining = False
         self.questions = Questions()

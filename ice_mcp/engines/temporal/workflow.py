@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -15,7 +14,14 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from ice_mcp.core.context import RunContext, Spend
     from ice_mcp.engines.temporal.networks import NetworkRun
-    from ice_mcp.engines.temporal.planning import PLANS, CallerSpend, EventSink, WorkflowRunner
+    from ice_mcp.engines.temporal.planning import (
+        LOCAL_TIMEOUT,
+        PLANS,
+        CallerSpend,
+        EventSink,
+        WorkflowRunner,
+        workflow_now,
+    )
     from ice_mcp.engines.temporal.wire import (
         ANSWER_SIGNAL,
         LOAD_JOURNAL,
@@ -35,11 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from ice_mcp.store.journal import Replay, replay_from_events
     from ice_mcp.store.records import RunRecord
 
-LOCAL_TIMEOUT = timedelta(seconds=60)
-
-
-def _now() -> float:
-    return workflow.now().timestamp()
 
 
 @workflow.defn(name=RUN_WORKFLOW)
@@ -86,7 +87,7 @@ class RunWorkflow:
         caller = CallerSpend(start.caller, start.caller_budget_usd, start.caller_spent_usd)
         parent = Spend(budget_usd=start.budget_left_usd, parent=caller)
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
-        events = EventLog(start.run_id, [sink], clock=_now)
+        events = EventLog(start.run_id, [sink], clock=workflow_now)
         self.asking = runner, events
         runner.questions.restore(start.run_id, journal)  # asked before it continued as new: the first deadline
         replay = replay_from_events(journal) if journal else None
@@ -136,7 +137,7 @@ class NestedWorkflow:
         sink.start()
         caller = CallerSpend(start.caller, start.caller_budget_usd, start.caller_spent_usd)
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
-        events = EventLog(start.run_id, [sink], clock=_now)
+        events = EventLog(start.run_id, [sink], clock=workflow_now)
         self.asking = runner, events
         ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
                          runner, runner.catalogue, sleep=asyncio.sleep, depth=start.depth, path=start.path,
