@@ -78,6 +78,7 @@ class Catalogue:
         self._options = options
         self._entries: list[Entry] | None = None
         self._by_name: dict[str, Entry] = {}
+        self._long_names: dict[str, str] = {}  # a shortened tool's name under the 64-character limit → its name
         self._by_id: dict[tuple[str, str], Entry] = {}
         self._large = False
         self._index: SearchIndex | None = None
@@ -85,6 +86,7 @@ class Catalogue:
     def invalidate(self) -> None:
         self._entries = None
         self._index = None
+        self._long_names.clear()
 
     # -- building -------------------------------------------------------------------------
 
@@ -92,8 +94,12 @@ class Catalogue:
         if name in self._options.additions.bare_names:
             return name
         # A workflow named `search` or `start` must not take workflow_search's or workflow_start's name.
-        return advertised_name(kind, name, limit=self._options.max_name_length,
-                               canonical=self._options.canonical_names, reserved=BY_NAME)
+        advertised = advertised_name(kind, name, limit=self._options.max_name_length,
+                                     canonical=self._options.canonical_names, reserved=BY_NAME)
+        longest = advertised_name(kind, name, canonical=self._options.canonical_names, reserved=BY_NAME)
+        if longest != advertised:  # the name a 64-character limit gives still reaches the tool (callers kept it)
+            self._long_names[longest] = advertised
+        return advertised
 
     def _pinned(self, name: str, blueprint: Any) -> bool:
         pins = self._options.pinned
@@ -284,7 +290,7 @@ class Catalogue:
     def resolve(self, name: str) -> Entry | None:
         """Find a tool by advertised name, canonical id (`workflow:x`) or alias (`network.execute`)."""
         self.entries()
-        entry = self._by_name.get(name)
+        entry = self._by_name.get(name) or self._by_name.get(self._long_names.get(name, ""))
         if entry is not None:
             return entry
         if name in ALIASES:
