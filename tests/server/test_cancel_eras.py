@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -140,4 +141,24 @@ async def test_a_client_that_waits_5_s_gets_running_then_follows_the_run(tmp_pat
         assert f'run_result(run_id="{run_id}")' in text
         assert re.search(rf"http://127\.0\.0\.1:\d+/ui/#/runs/{run_id}$", text), text
         final = await result_of(base, run_id)
+    assert final["status"] == "succeeded" and final["outputs"] == {"slept": 8}
+
+
+async def test_openai_agents_with_its_default_timeout_gets_running_then_the_success(tmp_path: Path) -> None:
+    """The real openai-agents client (its default 5 s client_session_timeout_seconds) against a server set up as
+    the README says for it (--wait-seconds 3): an 8 s workflow answers `running` in time, then run_result."""
+    from agents.mcp import MCPServerStreamableHttp
+
+    with live_server(tmp_path, "--wait-seconds", "3") as base:
+        server = MCPServerStreamableHttp({"url": f"{base}/mcp"}, name="ice_mcp")
+        assert server.client_session_timeout_seconds == 5  # its default, untouched
+        async with server:
+            answer = await server.call_tool("workflow_slow", {"seconds": 8})
+            envelope = json.loads(answer.content[0].text)  # type: ignore[union-attr]
+            assert envelope["status"] == "running" and envelope["run_id"]
+            for _ in range(30):  # each run_result waits up to the server's 3 s
+                final = json.loads((await server.call_tool(
+                    "run_result", {"run_id": envelope["run_id"]})).content[0].text)  # type: ignore[union-attr]
+                if final["status"] != "running":
+                    break
     assert final["status"] == "succeeded" and final["outputs"] == {"slept": 8}
