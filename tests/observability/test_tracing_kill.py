@@ -4,28 +4,17 @@ that ran, one run span, over the wire through the real exporter."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-from live import ServerProcess
+from live import ServerProcess, wait_until
 from otlp_receiver import serve_receiver, span_attribute
 
 STEP = 0.4  # seconds each node waits: long enough to kill the server while a node is in flight
 SIX = {"name": "six", "nodes": [
     {"id": f"n{i}", "type": "tool", "tool_name": "mark", "tool_args": {"label": f"n{i}", "seconds": STEP},
      **({"dependencies": [f"n{i - 1}"]} if i > 1 else {})} for i in range(1, 7)]}
-
-
-def wait_until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -202,3 +202,13 @@ def folder_servers(root: Path, blueprints: list[dict[str, Any]], names: tuple[st
         servers.append(ServerProcess(workspace, "--data-dir", str(root / "data"), "--blueprints", str(folder),
                                      env=env))
     return servers
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """What `check` returns once it is truthy, polled every 50 ms; AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

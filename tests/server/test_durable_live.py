@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live import ServerProcess
+from live import ServerProcess, wait_until
 from mcp_helpers import ADMIN, http_client, structured
 
 from ice_mcp.store.sqlite import RunStore
@@ -74,15 +74,6 @@ class Cluster:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def finished(server: ServerProcess, run_id: str, timeout: float = 30) -> dict[str, Any]:
