@@ -17,8 +17,8 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Awaitable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from ice_mcp.store.records import RunRecord
@@ -31,6 +31,17 @@ ENABLED = False
 # Prompts, answers, tool arguments and outputs (and error messages, which can quote them) go out only when asked.
 CAPTURE_CONTENT = False
 _tracer: Any = None
+
+
+class _Api(NamedTuple):
+    """The API calls a node span makes, bound once: an import statement in a node's path costs ~1 µs each."""
+
+    attach: Callable[[Any], object]
+    detach: Callable[[Any], None]
+    set_span_in_context: Callable[[Any], Any]
+
+
+_api: _Api
 # The ids the span being made now takes (set and read in one synchronous step, so per thread is enough).
 _forced = threading.local()
 _shutdown: Any = None
@@ -137,12 +148,13 @@ def _traces_endpoint(environ: Mapping[str, str]) -> str | None:
 
 def install(provider: Any, *, capture_content: bool = False) -> None:
     """Trace with `provider` (an SDK TracerProvider built with `id_generator()`; tests pass an in-memory one)."""
-    global ENABLED, CAPTURE_CONTENT, _tracer, _shutdown
-    from opentelemetry import trace
+    global ENABLED, CAPTURE_CONTENT, _tracer, _shutdown, _api
+    from opentelemetry import context, trace
 
     if trace.get_tracer_provider() is not provider:
         trace.set_tracer_provider(provider)  # the SDK's request spans use it too (set once per process)
     _tracer = provider.get_tracer("ice_mcp")
+    _api = _Api(context.attach, context.detach, trace.set_span_in_context)
     CAPTURE_CONTENT = capture_content
     ENABLED = True
     if _shutdown is None:
@@ -326,9 +338,6 @@ async def node_attempt(work: Awaitable[T], parent: str, span_id: str, node_id: s
     agent's tool calls and upstream MCP requests hang beneath it). A `tool` node's span names its tool itself
     (`gen_ai.tool.name`): an `execute_tool` span under it would say the same again, at ~30 µs a span.
     A success leaves the status unset, as OTel advises."""
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace
-
     attributes: dict[str, Any] = {"ice.node.id": node_id, "ice.node.type": node_type, "ice.node.attempt": attempt}
     if tool is not None:
         attributes["gen_ai.tool.name"] = tool
@@ -337,14 +346,14 @@ async def node_attempt(work: Awaitable[T], parent: str, span_id: str, node_id: s
         span = _tracer.start_span(f"node {node_id}", context=_parent(parent), attributes=attributes)
     finally:
         _forced.span_id = None
-    token = otel_context.attach(trace.set_span_in_context(span))
+    token = _api.attach(_api.set_span_in_context(span))
     try:
         return await work
     except BaseException as exc:
         _failed(span, exc)
         raise
     finally:
-        otel_context.detach(token)
+        _api.detach(token)
         span.end()
 
 
