@@ -52,13 +52,24 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_upstream_arguments(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ice_mcp.server.cli import LOG_LEVEL_HELP, IceArgumentParser, complete_help
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `ice-mcp` parser. `command` "serve": only the server's commands, which is all a host starting the
+    server for a session parses (~1 ms, the whole tree ~10 ms: a command per built-in tool)."""
+    from ice_mcp.server.cli import (
+        LOG_LEVEL_HELP,
+        IceArgumentParser,
+        add_serve_commands,
+        complete_help,
+    )
     from ice_mcp.tools.egress import allow_net_argument
 
     parser = IceArgumentParser(prog="ice-mcp", description="Workflow orchestration as MCP tools.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if command == "serve":
+        add_serve_commands(commands)
+        complete_help(parser)
+        return parser
 
     _add_builtin_commands(commands)
 
@@ -545,7 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(argv: Sequence[str] | None, collecting: bool = False) -> int:
     from ice_mcp.server.cli import apply_default_workspace
 
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words[0] if words else None).parse_args(words)
     apply_default_workspace(args)
     resume_gc = gc.enable if collecting else _gc_unchanged
     if "resume_gc" in vars(args):  # `serve`: turns the collector on itself, once it is up (ice_mcp.server.cli)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from itertools import product
 
-from cron_descriptor import get_description
 from cronsim import CronSim
 
 from ice_mcp.schedules.spec import ScheduleSpec, describe_slot, rrule_parts
@@ -37,6 +36,9 @@ def sub_minute_warning(seconds: float) -> list[str]:
 
 
 def _cron_words(expr: str) -> str:
+    # cron-descriptor's locale tables load when a schedule is described, not at every start-up.
+    from cron_descriptor import get_description
+
     try:
         return str(get_description(expr))
     except Exception:  # an expression cronsim takes and cron-descriptor does not
