@@ -35,7 +35,9 @@ test-setup: $(VENV)/.test-installed
 run: setup
 	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --log-level info
 
+# Byte-compiled first: with PYTHONDONTWRITEBYTECODE set, every server a test starts would compile ~180 modules (~0.7 s).
 test: test-setup check
+	$(PY) -m compileall -q ice_mcp
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test-installed check
