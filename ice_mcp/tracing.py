@@ -317,7 +317,7 @@ def end_run(record: RunRecord) -> None:
 def _failed(span: Any, exc: BaseException) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    # A timeout reaches the attempt as its cancellation: the run's record tells the two apart.
+    # A timed-out attempt ends as a `timeout` NodeFailure inside its span; a cancellation is the run's stop.
     code = "cancelled" if isinstance(exc, asyncio.CancelledError) else str(getattr(exc, "code", "") or
                                                                            type(exc).__name__)
     span.set_attribute("error.type", code)

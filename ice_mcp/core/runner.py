@@ -143,18 +143,14 @@ class Runner(GraphRunner):
             attempt += 1
             record.attempts = attempt
             call = NodeCall(node, scope, ctx, attempt)
-            timeout = node.attempt_timeout
             try:
-                work = node.execute(call) if ctx.trace_parent is None else self._traced(call)
-                if timeout is None:
-                    return await work
-                async with asyncio.timeout(timeout) as deadline:
-                    return await work
+                if ctx.trace_parent is not None:
+                    return await self._traced(call)
+                timeout = node.attempt_timeout
+                work = node.execute(call)
+                return await (work if timeout is None else timed_attempt(work, timeout))
             except (RunStopped, asyncio.CancelledError):
                 raise
-            except TimeoutError as exc:
-                expired = timeout is not None and deadline.expired()
-                failure = attempt_timed_out(spec.timeout_seconds) if expired else failure_of(exc)
             except Exception as exc:
                 failure = failure_of(exc)
             if not failure.retryable or attempt > spec.retries:
@@ -174,6 +170,8 @@ class Runner(GraphRunner):
             call = NodeCall(node, call.scope, replace(ctx, trace_parent=traceparent_of(ctx.trace_parent, span_id)),
                             call.attempt)
         work = node.execute(call)
+        if node.attempt_timeout is not None:  # inside the span: a span that timed out says so
+            work = timed_attempt(work, node.attempt_timeout)
         if not self.emits_spans:
             return work
         return node_attempt(work, ctx.trace_parent, span_id, ctx.path + node.id, node.spec.type, call.attempt,
@@ -183,6 +181,20 @@ class Runner(GraphRunner):
 def attempt_timed_out(seconds: float | None) -> NodeFailure:
     """An attempt that outlived the node's `timeout_seconds` (retried as the node's `retries` allow)."""
     return NodeFailure(f"attempt timed out after {seconds} s", code="timeout")
+
+
+async def timed_attempt(attempt: Awaitable[NodeResult], seconds: float | None) -> NodeResult:
+    """One attempt within `seconds` (None: no limit); its own deadline passing is a `timeout` failure, while a
+    TimeoutError the node raised itself stays that node's error."""
+    if seconds is None:
+        return await attempt
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            return await attempt
+    except TimeoutError:
+        if deadline.expired():
+            raise attempt_timed_out(seconds) from None
+        raise
 
 
 class _GraphRun:

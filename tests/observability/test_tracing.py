@@ -183,6 +183,35 @@ async def test_a_failed_attempt_and_its_retry_are_two_spans(spans: InMemorySpanE
     assert first.status.description == "RuntimeError"  # the message could quote inputs: not exported by default
 
 
+async def test_an_attempt_that_timed_out_says_so_in_its_span(spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    """The node's timeout runs inside its span: the span ends as the record does (`timeout`), not as a
+    cancellation, and a retry after it has a span of its own."""
+    calls: list[int] = []
+
+    async def slow_once() -> dict[str, Any]:
+        """Hangs the first time."""
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(30)
+        return {"ok": True}
+
+    orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))
+    orc.registry.add_tool(slow_once)
+    try:
+        record = await orc.run({"name": "timed", "nodes": [
+            {"id": "wait", "type": "tool", "tool_name": "slow_once", "timeout_seconds": 0.2, "retries": 1,
+             "backoff_seconds": 0.01}]})
+        assert record.status == "succeeded"
+        found = await settled(spans, "invoke_workflow timed")
+    finally:
+        await orc.aclose()
+    by_attempt = {(s.attributes or {})["ice.node.attempt"]: s for s in found if s.name == "node wait"}
+    assert sorted(by_attempt) == [1, 2]
+    assert (by_attempt[1].attributes or {})["error.type"] == "timeout"
+    assert by_attempt[1].status.status_code.name == "ERROR" and by_attempt[1].status.description == "timeout"
+    assert by_attempt[2].status.status_code.name == "UNSET"
+
+
 async def test_tracing_off_makes_no_span_and_no_trace_context(tmp_path: Path) -> None:
     assert not tracing.ENABLED
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from ice_mcp.core.blueprints import compile_plan
 from ice_mcp.core.context import RunContext, Spend
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
-from ice_mcp.core.runner import attempt_timed_out, failure_of
+from ice_mcp.core.runner import failure_of, timed_attempt
 from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.following import follow_event
 from ice_mcp.engines.temporal.planning import PLANS
@@ -45,7 +45,6 @@ from ice_mcp.errors import IceError, RunStopped
 from ice_mcp.store.base import RunStorage, dumps, loads
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import RunRecord
-from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
@@ -94,13 +93,15 @@ class NodeActivities:
         ctx = RunContext(task.run_id, self.services, events, Spend(budget_usd=budget), self.runner, self.workflows,
                          depth=task.depth, path=task.path, globals=dict(task.globals))
         beat = asyncio.create_task(_heartbeat(task.heartbeat_seconds / 3))
-        work = node_type.execute(NodeCall(node, Scope(), ctx, task.attempt))
+        # The timeout is counted in this activity: a run again after a lost worker has all of it again (a timer
+        # in the workflow would have counted the lost worker's time too). Inside the span: a timeout says so.
+        work = timed_attempt(node_type.execute(NodeCall(node, Scope(), ctx, task.attempt)), spec.timeout_seconds)
         if tracing.ENABLED and task.trace_parent is not None:  # run again after a lost worker: the same span id
             path = task.path + spec.id
             work = tracing.node_attempt(work, task.trace_parent, tracing.span_id_of(task.run_id, path, task.attempt),
                                         path, spec.type, task.attempt, getattr(spec, "tool_name", None))
         try:
-            result = await _timed(work, spec.timeout_seconds)
+            result = await work
         except RunStopped as stop:
             raise ApplicationError(stop.message, stop.as_dict(), _dicts(events), type="run_stopped",
                                    non_retryable=True) from None
@@ -206,20 +207,6 @@ class NodeActivities:
     def _kept_run(self, key: str) -> RunRecord | None:
         run_id = self.store.by_idempotency_key(key)
         return self.store.get(run_id) if run_id is not None else None
-
-
-async def _timed(attempt: Awaitable[NodeResult], seconds: float | None) -> NodeResult:
-    """One attempt within the node's `timeout_seconds`, counted in this activity: a run again after a lost
-    worker has all of it again (a timer in the workflow would have counted the lost worker's time too)."""
-    if seconds is None:
-        return await attempt
-    try:
-        async with asyncio.timeout(seconds) as deadline:
-            return await attempt
-    except TimeoutError:
-        if deadline.expired():
-            raise attempt_timed_out(seconds) from None
-        raise
 
 
 def _dicts(events: EventLog) -> list[dict[str, Any]]:
