@@ -1,9 +1,11 @@
 """OpenTelemetry tracing of runs, optional: off (and the SDK never imported) unless the standard OTEL_* variables
 turn it on; then one trace per run, a span per node attempt, model calls and tool calls beneath.
 
-Span ids of runs and node attempts are derived from the run id, the node path and the attempt, so every process
-that runs part of a run (a resumed server, any Temporal worker) hangs its spans under the same parents, and a
-replayed attempt that was exported before keeps its id. The run's own context is kept in its record.
+Span ids are derived: a run's from its id, a node attempt's from the span it hangs under (the run's, or its
+container attempt's), its path and its attempt. So every process that runs part of a run (a resumed server, any
+Temporal worker) hangs its spans under the same parents, a replayed attempt that was exported before keeps its
+id, and the nodes of each attempt of a retried container have ids of their own. The run's own context is kept in
+its record.
 """
 
 from __future__ import annotations
@@ -56,9 +58,25 @@ CONTENT_CHARS = 4096  # a captured prompt, answer or output is cut here
 
 # -- ids and trace context (pure: the Temporal workflow computes them too) ---------------------------------------
 
-def span_id_of(run_id: str, path: str = "", attempt: int = 0) -> str:
-    """A run's span id (`path` empty) or one node attempt's: 16 hex digits, never all zero."""
-    digest = hashlib.blake2b(f"{run_id}\x00{path}\x00{attempt}".encode(), digest_size=8).hexdigest()
+def run_span_id(run_id: str) -> str:
+    """A run's span id."""
+    return _derived(f"{run_id}\x00\x000")
+
+
+def node_span_id(parent_span_id: str, path: str, attempt: int) -> str:
+    """The span id of one attempt of the node at `path`, under the span `parent_span_id`: the run's for a
+    top-level node (`run_span_id`), its container attempt's inside a container."""
+    return _derived(f"{parent_span_id}\x00{path}\x00{attempt}")
+
+
+def parent_span_of(traceparent: str) -> str:
+    """The span id part of a W3C `traceparent`."""
+    return traceparent[36:52]
+
+
+def _derived(text: str) -> str:
+    """16 hex digits, never all zero."""
+    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     return digest if digest != "0" * 16 else "0" * 15 + "1"
 
 
@@ -236,7 +254,7 @@ def begin_run(record: RunRecord) -> None:
     from opentelemetry import trace
 
     current = trace.get_current_span().get_span_context()
-    span_id = span_id_of(record.run_id)
+    span_id = run_span_id(record.run_id)
     if current.is_valid:
         record.traceparent = f"00-{current.trace_id:032x}-{span_id}-{int(current.trace_flags):02x}"
         record.trace_parent_span = f"{current.span_id:016x}"

@@ -20,7 +20,7 @@ from ice_mcp.core.templates import Scope
 from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
 from ice_mcp.store.journal import NodeOutcome
 from ice_mcp.store.records import NodeRecord, RunRecord
-from ice_mcp.tracing import node_attempt, span_id_of, traceparent_of
+from ice_mcp.tracing import node_attempt, node_span_id, parent_span_of, traceparent_of
 from ice_mcp.types import NodeResult, Usage
 
 
@@ -165,7 +165,7 @@ class Runner(GraphRunner):
         path and the attempt, so an attempt run again after a crash keeps its span's id."""
         ctx, node = call.ctx, call.node
         assert ctx.trace_parent is not None
-        span_id = span_id_of(ctx.run_id, ctx.path + node.id, call.attempt)
+        span_id = node_span_id(parent_span_of(ctx.trace_parent), ctx.path + node.id, call.attempt)
         if node.is_container:
             call = NodeCall(node, call.scope, replace(ctx, trace_parent=traceparent_of(ctx.trace_parent, span_id)),
                             call.attempt)

@@ -29,11 +29,12 @@ root gets `ice.run.inputs`/`ice.run.outputs`, each successful attempt `ice.node.
 `gen_ai.output.messages`, an agent's tool calls `gen_ai.tool.call.arguments` (each cut at `CONTENT_LIMIT`
 characters), and statuses the error messages.
 
-Ids: a node attempt's span id is `node_span_id(run id, node path, attempt)`, the live tracing's own, so
-two exports of one journal are byte-identical and match the live spans. When the journal shows the same
-attempt running twice (in flight at a crash and run again; or under a container that was retried), the
-last run takes that id and the earlier ones ids derived from it. Chat and tool spans derive theirs from
-their node span's id.
+Ids: a node attempt's span id is `node_span_id(parent span id, node path, attempt)`, the live tracing's own
+(a top-level node's parent is `run_span_id(run id)`; a node inside a container derives from that container
+attempt's id, so each attempt of a retried container gives its nodes ids of their own). Two exports of one
+journal are byte-identical and match the live spans. When the journal shows the same attempt running twice
+(in flight at a crash and run again), the last run takes that id and the earlier ones ids derived from it.
+Chat and tool spans derive theirs from their node span's id.
 """
 
 from __future__ import annotations
@@ -54,17 +55,18 @@ from ice_mcp.tracing import (
     CONTENT_CHARS,
     capture_content,
     gen_ai_provider,
+    node_span_id,
     parse_traceparent,
+    run_span_id,
     workflow_operation,
 )
-from ice_mcp.tracing import span_id_of as node_span_id
 
 CONTENT_ENV = CAPTURE_VARIABLE
 CONTENT_LIMIT = CONTENT_CHARS  # characters of one content attribute, so one big output cannot swamp a viewer
 SCOPE_NAME = "ice_mcp"
 DEFAULT_SERVICE_NAME = "ice-mcp"
 DEFAULT_OPERATION = "invoke_workflow"
-__all__ = ["capture_content", "dumps_trace", "export_trace", "node_span_id", "workflow_operation"]
+__all__ = ["capture_content", "dumps_trace", "export_trace", "node_span_id", "run_span_id", "workflow_operation"]
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3
@@ -230,7 +232,7 @@ class _Builder:
         self._root(operation, first, last)
         ids = parse_traceparent(record.traceparent)
         trace_id, self.root.span_id = ids[:2] if ids is not None else (derived_trace_id(record.run_id),
-                                                                       node_span_id(record.run_id))
+                                                                       run_span_id(record.run_id))
         self._assign_ids()
         return [span.to_json(trace_id) for span in self.spans]
 
@@ -255,20 +257,35 @@ class _Builder:
             root.fail(record.error or {"code": record.status}, self.content)
 
     def _assign_ids(self) -> None:
-        """Node attempts first (the last run of an attempt takes its live id), then the spans beneath them."""
-        runs: dict[tuple[str, int], list[_Span]] = defaultdict(list)
+        """Node attempts level by level, each from the span it hangs under, as the live tracing derives them (the
+        last run of an attempt takes that id, earlier runs ids derived from it); then the spans beneath them.
+        Top-level nodes derive from the run's own id, whatever `traceparent` the record was given."""
+        levels: dict[int, list[_Span]] = defaultdict(list)
         for span in self.spans:
             if span.key is not None:
-                runs[span.key].append(span)
-        run_id = self.record.run_id
-        for (path, attempt), same in runs.items():
-            *earlier, last = same
-            last.span_id = node_span_id(run_id, path, attempt)
-            for index, span in enumerate(earlier):
-                span.span_id = _hex_id(f"{last.span_id}\x00earlier\x00{index}")
+                levels[self._depth(span)].append(span)
+        run_key = run_span_id(self.record.run_id)
+        for depth in sorted(levels):
+            runs: dict[str, list[_Span]] = defaultdict(list)
+            for span in levels[depth]:
+                assert span.key is not None
+                above = run_key if span.parent is None or span.parent is self.root else span.parent.span_id
+                runs[node_span_id(above, *span.key)].append(span)
+            for span_id, same in runs.items():
+                *earlier, last = same
+                last.span_id = span_id
+                for index, span in enumerate(earlier):
+                    span.span_id = _hex_id(f"{span_id}\x00earlier\x00{index}")
         for span in self.spans:
             if span.child is not None and span.parent is not None:
                 span.span_id = _hex_id(f"{span.parent.span_id}\x00{span.child[0]}\x00{span.child[1]}")
+
+    def _depth(self, span: _Span) -> int:
+        """How many spans lie between `span` and the run's."""
+        depth, parent = 0, span.parent
+        while parent is not None and parent is not self.root:
+            depth, parent = depth + 1, parent.parent
+        return depth
 
     def _event(self, event: Mapping[str, Any], ts: float, previous: float) -> None:
         kind, path = event.get("type"), event.get("node_id")

@@ -24,7 +24,7 @@ import pytest
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.cli.trace import add_trace_commands, export_run
 from ice_mcp.llm import LLMConfig, LLMService
-from ice_mcp.store.otlp import CONTENT_ENV, dumps_trace, export_trace, node_span_id
+from ice_mcp.store.otlp import CONTENT_ENV, dumps_trace, export_trace, node_span_id, run_span_id
 from ice_mcp.store.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,10 +325,11 @@ async def test_traceparent_gives_the_live_trace_and_run_span_ids(orc: Orchestrat
     root = next(s for s in linked if "parentSpanId" not in s)
     assert root["spanId"] == "b7ad6b7169203331"
     assert the_node(linked, "fetch")["parentSpanId"] == "b7ad6b7169203331"
-    # Node span ids come from (run, path, attempt) alone: the same with or without a traceparent.
+    # Node span ids come from the run id and their parents, never the traceparent: the same with or without one.
     assert [s["spanId"] for s in node_spans(linked)] == [s["spanId"] for s in node_spans(plain)]
-    assert the_node(plain, "fetch", 2)["spanId"] == node_span_id(traced.run_id, "fetch", 2)
-    assert the_node(plain, "each[1].one")["spanId"] == node_span_id(traced.run_id, "each[1].one", 1)
+    run_key = run_span_id(traced.run_id)
+    assert the_node(plain, "fetch", 2)["spanId"] == node_span_id(run_key, "fetch", 2)
+    assert the_node(plain, "each[1].one")["spanId"] == node_span_id(node_span_id(run_key, "each", 1), "each[1].one", 1)
     # Without one (or with a malformed one) the ids are derived from the run id.
     for broken in (None, "00-xyz", "00-00000000000000000000000000000000-b7ad6b7169203331-01"):
         again = spans_of(export_trace(dataclasses.replace(traced, traceparent=broken), events))
@@ -412,7 +413,7 @@ async def test_a_resumed_run_adds_spans_only_for_what_ran_again(data_dir: Path, 
     assert attrs(w_before)["ice.node.attempt"] == attrs(w_after)["ice.node.attempt"] == 1  # the same attempt again
     assert w_before["status"]["code"] == 2 and w_after["status"] == {"code": 0}
     # The run that finished has the attempt's own id (the live span's); the interrupted one an id of its own.
-    assert w_after["spanId"] == node_span_id(record.run_id, "w", 1) != w_before["spanId"]
+    assert w_after["spanId"] == node_span_id(run_span_id(record.run_id), "w", 1) != w_before["spanId"]
     root = next(s for s in spans if "parentSpanId" not in s)
     assert [event["name"] for event in root["events"]] == ["run_resumed"]
     assert len(spans) == 1 + 4
@@ -503,10 +504,10 @@ def test_a_journal_cut_short_still_gives_a_valid_trace() -> None:
     assert attrs(node_spans(spans)[0])["ice.node.type"] == "unknown"
 
 
-def test_node_span_ids_are_the_live_tracing_s() -> None:
-    """An export and the live trace give a run and each node attempt the same span id."""
-    tracing = pytest.importorskip("ice_mcp.tracing")
-    if not hasattr(tracing, "span_id_of"):
-        pytest.skip("the live tracing derives no span ids")
-    for args in (("r1",), ("r1", "fetch", 2), ("r1", "each[1].one", 1), ("r1", "helper.double_it.d", 3)):
-        assert tracing.span_id_of(*args) == node_span_id(*args)
+def test_span_ids_are_derived_from_the_parent_span() -> None:
+    """A run's span id comes from its id (as before node ids came from their parents: records keep it); a node
+    attempt's from its parent span, its path and its attempt; never all zeros."""
+    assert run_span_id("r1") == node_span_id("r1", "", 0)
+    ids = {node_span_id("00f067aa0ba902b7", path, attempt) for path in ("fetch", "each[1].one") for attempt in (1, 2)}
+    ids |= {node_span_id("00f067aa0ba902b8", "fetch", 1), run_span_id("r1")}
+    assert len(ids) == 6 and all(len(i) == 16 and int(i, 16) != 0 for i in ids)

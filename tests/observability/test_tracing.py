@@ -212,6 +212,54 @@ async def test_an_attempt_that_timed_out_says_so_in_its_span(spans: InMemorySpan
     assert by_attempt[2].status.status_code.name == "UNSET"
 
 
+async def test_each_attempt_of_a_retried_container_gives_its_nodes_their_own_spans(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    """A container that failed and ran again runs its nodes again at their attempt 1: their span ids derive from
+    the container attempt's, so the second run's spans never reuse the first's; `trace export` gives each the
+    same id as the live trace."""
+    from ice_mcp.store.otlp import export_trace
+
+    calls: list[int] = []
+
+    async def hangs_once() -> dict[str, Any]:
+        """Hangs the first time."""
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(30)
+        return {"ok": True}
+
+    def steady() -> dict[str, Any]:
+        """Always works."""
+        return {"ok": True}
+
+    orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))
+    orc.registry.add_tool(hangs_once)
+    orc.registry.add_tool(steady)
+    try:  # the container's first attempt times out (retryable); its second runs both branches again
+        record = await orc.run({"name": "again", "nodes": [
+            {"id": "fan", "type": "parallel", "timeout_seconds": 0.5, "retries": 1, "backoff_seconds": 0.01,
+             "branches": [[{"id": "a", "type": "tool", "tool_name": "hangs_once"}],
+                          [{"id": "b", "type": "tool", "tool_name": "steady"}]]}]})
+        assert record.status == "succeeded", record.error
+        found = await settled(spans, "invoke_workflow again")
+        exported = export_trace(record, orc.run_events(record.run_id))
+    finally:
+        await orc.aclose()
+    live = [s for s in found if s.name.startswith("node ") and s.context is not None]
+    assert len(live) == len({s.context.span_id for s in live if s.context is not None})  # no id made twice
+    fans = {(s.attributes or {})["ice.node.attempt"]: s for s in live if s.name == "node fan"}
+    assert sorted(fans) == [1, 2]
+    runs_of_b = [s for s in live if s.name == "node fan[1].b"]
+    assert len(runs_of_b) == 2  # once under each attempt of the container
+    assert {s.parent.span_id for s in runs_of_b if s.parent is not None} == {
+        s.context.span_id for s in fans.values() if s.context is not None}
+    ids = [(span["name"], span["spanId"], span.get("parentSpanId"))
+           for scope in exported["resourceSpans"] for scoped in scope["scopeSpans"] for span in scoped["spans"]
+           if span["name"].startswith("node ")]
+    assert sorted(ids) == sorted((s.name, hex_id(s.context.span_id, 16), hex_id(s.parent.span_id, 16))
+                                 for s in live if s.context is not None and s.parent is not None)
+
+
 async def test_tracing_off_makes_no_span_and_no_trace_context(tmp_path: Path) -> None:
     assert not tracing.ENABLED
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))

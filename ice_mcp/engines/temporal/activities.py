@@ -98,8 +98,9 @@ class NodeActivities:
         work = timed_attempt(node_type.execute(NodeCall(node, Scope(), ctx, task.attempt)), spec.timeout_seconds)
         if tracing.ENABLED and task.trace_parent is not None:  # run again after a lost worker: the same span id
             path = task.path + spec.id
-            work = tracing.node_attempt(work, task.trace_parent, tracing.span_id_of(task.run_id, path, task.attempt),
-                                        path, spec.type, task.attempt, getattr(spec, "tool_name", None))
+            span_id = tracing.node_span_id(tracing.parent_span_of(task.trace_parent), path, task.attempt)
+            work = tracing.node_attempt(work, task.trace_parent, span_id, path, spec.type, task.attempt,
+                                        getattr(spec, "tool_name", None))
         try:
             result = await work
         except RunStopped as stop:

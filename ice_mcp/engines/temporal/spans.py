@@ -13,13 +13,13 @@ from ice_mcp.store.events import Event
 _INDEX = re.compile(r"\[\d+\]$")  # a loop item's or a parallel branch's label: `fan[0]`
 
 
-def parent_of(traceparent: str, run_id: str, node_path: str) -> str:
-    """The context the span of the node at `node_path` hangs under: the run's span for a top-level node, else
+def parent_span(traceparent: str, node_path: str) -> str:
+    """The span id the node at `node_path` hangs under: the run's (in `traceparent`) for a top-level node, else
     its container's (first attempt: a container's own retries are not told to the nodes inside it)."""
     if "." not in node_path:
-        return traceparent
+        return tracing.parent_span_of(traceparent)
     container = _INDEX.sub("", node_path.rpartition(".")[0])
-    return tracing.traceparent_of(traceparent, tracing.span_id_of(run_id, container, 1))
+    return tracing.node_span_id(parent_span(traceparent, container), container, 1)
 
 
 def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> None:
@@ -36,6 +36,7 @@ def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> No
         attempt = event.attempt or 1
         started = event.ts - float(data.get("duration_ms") or 0.0) / 1000
         error = data.get("error") if event.type == "node_failed" else None
-        tracing.finished_node_span(parent_of(traceparent, event.run_id, event.node_id),
-                                   tracing.span_id_of(event.run_id, event.node_id, attempt), event.node_id,
+        parent = parent_span(traceparent, event.node_id)
+        tracing.finished_node_span(tracing.traceparent_of(traceparent, parent),
+                                   tracing.node_span_id(parent, event.node_id, attempt), event.node_id,
                                    node_type, attempt, started, event.ts, error or None)
