@@ -7,7 +7,7 @@ import os
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from ice_mcp.blueprint.models import Blueprint
@@ -79,15 +79,18 @@ class RunHandle:
     """A run in progress (or finished): its live record, its events, and a way to wait or cancel.
 
     `task` ends with the run (it runs it, or an engine's task watches it run elsewhere); `stop` asks the run
-    to stop (default: cancel the task)."""
+    to stop (default: cancel the task); `catch_up` reads a run followed elsewhere up to what its journal holds
+    now."""
 
     def __init__(self, record: RunRecord, events: EventLog, task: asyncio.Task[RunRecord] | None,
-                 plan: Plan | None = None, stop: Callable[[], bool] | None = None) -> None:
+                 plan: Plan | None = None, stop: Callable[[], bool] | None = None,
+                 catch_up: Callable[[], Awaitable[None]] | None = None) -> None:
         self.record = record
         self.events = events
         self.plan = plan
         self._task = task
         self._stop = stop
+        self._catch_up = catch_up
         self._waiters: list[asyncio.Future[None]] = []
         if task is not None:  # whichever engine runs it, the end of its task wakes the waiters
             task.add_done_callback(lambda _task: self.release())
@@ -111,6 +114,8 @@ class RunHandle:
     async def wait(self, timeout: float | None = None, *, or_question: bool = False) -> RunRecord:
         """The record once the run ends, or as it stands after `timeout` seconds (the run goes on);
         `or_question`: also as soon as a `human` node waits for an answer."""
+        if or_question and self.record.questions and self._catch_up is not None and not self.done:
+            await self._catch_up()  # answered through another server a moment ago: not a question any more
         if self._task is None or self._task.done() or self.record.done or (or_question and self.record.questions):
             return self.record
         # A future of our own, released as the run ends: one loop turn sooner than waiting on the task,

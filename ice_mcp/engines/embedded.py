@@ -23,7 +23,7 @@ from ice_mcp.engines.base import (
     RunHandle,
     resume_failed,
 )
-from ice_mcp.engines.following import follow_journal
+from ice_mcp.engines.following import catch_up, follow_journal
 from ice_mcp.errors import IceError, UnknownName
 from ice_mcp.store.base import Owner, RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog
@@ -240,7 +240,8 @@ class EmbeddedEngine:
 
         task = asyncio.get_running_loop().create_task(follow_journal(store, stored.record, events),
                                                       name=f"ice_mcp-follow-{run_id}")
-        handle = RunHandle(stored.record, events, task, None, stop=stop)
+        handle = RunHandle(stored.record, events, task, None, stop=stop,
+                           catch_up=lambda: catch_up(store, stored.record, events))
         task.add_done_callback(lambda _task: self._unfollow(handle))
         self._followed[run_id] = handle
         self.runs.add(handle)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from typing import Any
 
 from ice_mcp.errors import IceError
 from ice_mcp.store.base import RunStorage
@@ -56,7 +57,7 @@ async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog)
         async with contextlib.aclosing(store.follow(record.run_id, after)) as batches:
             async for batch in batches:
                 for data in batch:
-                    follow_event(record, events.add(Event.from_dict(data)))
+                    _feed(record, events, data)
                 if not batch or any(e["type"] == "run_finished" for e in batch):
                     kept = await asyncio.to_thread(store.get, record.run_id)
                     if kept is not None and kept.done:
@@ -68,3 +69,22 @@ async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog)
     except IceError as exc:
         logger.warning("following run %s stopped: %s", record.run_id, exc.message)
     return record
+
+
+async def catch_up(store: RunStorage, record: RunRecord, events: EventLog) -> None:
+    """Feed the followed run's events kept since the last one in `events` now rather than at the next poll, so
+    that a caller asking right after an answer given through another server sees the run as its journal does."""
+    after = events.events[-1].seq if events.events else -1
+    try:
+        kept = await asyncio.to_thread(store.events, record.run_id, after)
+    except IceError as exc:
+        logger.warning("run %s: its journal could not be read now: %s", record.run_id, exc.message)
+        return
+    for data in kept:
+        _feed(record, events, data)
+
+
+def _feed(record: RunRecord, events: EventLog, data: dict[str, Any]) -> None:
+    if events.events and data["seq"] <= events.events[-1].seq:
+        return  # fed already (`catch_up` and the poll read the same journal)
+    follow_event(record, events.add(Event.from_dict(data)))

@@ -222,3 +222,27 @@ async def test_a_question_asked_on_one_replica_is_answered_through_another(tmp_p
             await b.respond(handle.run_id, "ok", {"approved": True})
     finally:
         await made.close()
+
+
+@pytest.mark.parametrize("store", ["redis", "sqlite"])
+async def test_a_follower_asked_right_after_an_answer_sees_it(tmp_path: Path, redis_url: str, store: str) -> None:
+    """The owner answers; a wait on the replica that follows the run, asked at once, does not return the question
+    its follower read before (it polls the journal every 50 ms): it reads what the journal holds first."""
+    url = redis_url if store == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    made = Replicas(tmp_path, url)
+    try:
+        a, b = await made.start(), await made.start()
+        gate = {"name": "gate", "nodes": [
+            {"id": "ok", "type": "human", "approval": "Ship it?"},
+            {"id": "ship", "type": "tool", "tool_name": "nap", "tool_args": {"label": "shipped", "seconds": 0},
+             "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}"}}
+        for _ in range(3):  # the poll's moment against the answer's varies: each round must see the answer
+            handle = await a.start(gate, {})
+            await until(lambda h=handle: (r := b.get_run(h.run_id)) is not None and "ok" in r.questions)
+            followed = b.watch(handle.run_id)
+            assert followed is not None and followed.record.status == "input_required"
+            await a.respond(handle.run_id, "ok", {"approved": True})
+            record = await followed.wait(10, or_question=True)
+            assert record.status == "succeeded", (record.status, record.questions)
+    finally:
+        await made.close()
