@@ -193,56 +193,58 @@ async def test_the_command_line_reads_runs_from_the_shared_store(replicas: Repli
     assert wrong.returncode == 1 and "invalid_state_url" in wrong.stderr and "Traceback" not in wrong.stderr
 
 
-@pytest.mark.parametrize("store", ["redis", "sqlite"])
-async def test_a_question_asked_on_one_replica_is_answered_through_another(tmp_path: Path, redis_url: str,
-                                                                           store: str) -> None:
-    url = redis_url if store == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}"
-    made = Replicas(tmp_path, url)
-    try:
-        a, b = await made.start(), await made.start()
-        gate = {"name": "gate", "nodes": [
-            {"id": "ok", "type": "human", "approval": "Ship it?"},
-            {"id": "ship", "type": "tool", "tool_name": "nap", "tool_args": {"label": "shipped", "seconds": 0},
-             "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}", "note": "{{ ok.answer.reason }}"}}
-        handle = await a.start(gate, {})
-        await until(lambda: (r := b.get_run(handle.run_id)) is not None and "ok" in r.questions)
-        followed = b.watch(handle.run_id)
-        assert followed is not None and followed.record.status == "input_required"
+GATE = {"name": "gate", "nodes": [
+    {"id": "ok", "type": "human", "approval": "Ship it?"},
+    {"id": "ship", "type": "tool", "tool_name": "nap", "tool_args": {"label": "shipped", "seconds": 0},
+     "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}", "note": "{{ ok.answer.reason }}"}}
 
-        with pytest.raises(AnswerInvalid):  # checked on the replica that received it, against the kept schema
-            await b.respond(handle.run_id, "ok", {"approved": "yes"})
-        kept = await b.respond(handle.run_id, "ok", {"approved": True, "reason": "paid"}, by="mcp:run_respond")
-        assert "ok" not in kept.questions  # the run that asked has it journaled when this returns
-        record = await handle.wait(10)
-        assert record.status == "succeeded", record.error
-        assert record.outputs == {"shipped": "shipped", "note": "paid"}
-        assert record.nodes["ok"].output["answered_by"] == "mcp:run_respond"
-        assert (await followed.wait(10)).status == "succeeded"
-        with pytest.raises(NotWaiting):  # answered already
-            await b.respond(handle.run_id, "ok", {"approved": True})
+
+def asks(orc: Orchestrator, run_id: str) -> Callable[[], bool]:
+    """Whether `orc` sees the gate's question of run `run_id`."""
+    return lambda: (record := orc.get_run(run_id)) is not None and "ok" in record.questions
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+async def two_replicas(request: pytest.FixtureRequest, tmp_path: Path,
+                       redis_url: str) -> AsyncIterator[tuple[Orchestrator, Orchestrator]]:
+    """Two replicas on one shared store, Redis or a SQLite file."""
+    made = Replicas(tmp_path, redis_url if request.param == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}")
+    try:
+        yield await made.start(), await made.start()
     finally:
         await made.close()
 
 
-@pytest.mark.parametrize("store", ["redis", "sqlite"])
-async def test_a_follower_asked_right_after_an_answer_sees_it(tmp_path: Path, redis_url: str, store: str) -> None:
+async def test_a_question_asked_on_one_replica_is_answered_through_another(
+        two_replicas: tuple[Orchestrator, Orchestrator]) -> None:
+    a, b = two_replicas
+    handle = await a.start(GATE, {})
+    await until(asks(b, handle.run_id))
+    followed = b.watch(handle.run_id)
+    assert followed is not None and followed.record.status == "input_required"
+
+    with pytest.raises(AnswerInvalid):  # checked on the replica that received it, against the kept schema
+        await b.respond(handle.run_id, "ok", {"approved": "yes"})
+    kept = await b.respond(handle.run_id, "ok", {"approved": True, "reason": "paid"}, by="mcp:run_respond")
+    assert "ok" not in kept.questions  # the run that asked has it journaled when this returns
+    record = await handle.wait(10)
+    assert record.status == "succeeded", record.error
+    assert record.outputs == {"shipped": "shipped", "note": "paid"}
+    assert record.nodes["ok"].output["answered_by"] == "mcp:run_respond"
+    assert (await followed.wait(10)).status == "succeeded"
+    with pytest.raises(NotWaiting):  # answered already
+        await b.respond(handle.run_id, "ok", {"approved": True})
+
+
+async def test_a_follower_asked_right_after_an_answer_sees_it(two_replicas: tuple[Orchestrator, Orchestrator]) -> None:
     """The owner answers; a wait on the replica that follows the run, asked at once, does not return the question
     its follower read before (it polls the journal every 50 ms): it reads what the journal holds first."""
-    url = redis_url if store == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}"
-    made = Replicas(tmp_path, url)
-    try:
-        a, b = await made.start(), await made.start()
-        gate = {"name": "gate", "nodes": [
-            {"id": "ok", "type": "human", "approval": "Ship it?"},
-            {"id": "ship", "type": "tool", "tool_name": "nap", "tool_args": {"label": "shipped", "seconds": 0},
-             "dependencies": ["ok"]}], "outputs": {"shipped": "{{ ship.label }}"}}
-        for _ in range(3):  # the poll's moment against the answer's varies: each round must see the answer
-            handle = await a.start(gate, {})
-            await until(lambda h=handle: (r := b.get_run(h.run_id)) is not None and "ok" in r.questions)
-            followed = b.watch(handle.run_id)
-            assert followed is not None and followed.record.status == "input_required"
-            await a.respond(handle.run_id, "ok", {"approved": True})
-            record = await followed.wait(10, or_question=True)
-            assert record.status == "succeeded", (record.status, record.questions)
-    finally:
-        await made.close()
+    a, b = two_replicas
+    for _ in range(3):  # the poll's moment against the answer's varies: each round must see the answer
+        run_id = (await a.start(GATE, {})).run_id
+        await until(asks(b, run_id))
+        followed = b.watch(run_id)
+        assert followed is not None and followed.record.status == "input_required"
+        await a.respond(run_id, "ok", {"approved": True})
+        record = await followed.wait(10, or_question=True)
+        assert record.status == "succeeded", (record.status, record.questions)
