@@ -95,14 +95,17 @@ def run_trigger(trigger: Any) -> dict[str, Any] | None:
 
 
 def run_detail(record: Any) -> dict[str, Any]:
-    """The run as its page header and summary panel show it. `node_states`: the record's top-level
-    node states, for nodes a retry reused (they have no events in the new run)."""
+    """The run as its page header and summary panel show it. `node_states` and `node_durations`: the record's
+    top-level node states and how long the ended ones took, drawn before the events come (and for nodes a retry
+    reused, which have no events in the new run)."""
     return {
         **run_summary(record),
         "inputs": json_text(record.inputs),
         "outputs": None if record.outputs is None else json_text(record.outputs),
         "root_cause": root_cause(record.error),
         "node_states": {node_id: node.status for node_id, node in record.nodes.items() if node.status != "pending"},
+        "node_durations": {node_id: node.duration_ms for node_id, node in record.nodes.items()
+                           if node.status in ("succeeded", "failed") and node.duration_ms},
         "trace_id": trace_id_of(record),  # to look the run up in a trace viewer (None: not traced)
     }
 

@@ -324,8 +324,8 @@ async function runView(runId, signal) {
       counts,
       data.graph.approximate ? h('span', { class: 'muted' }, 'drawn from the blueprint (it does not compile here)') : null,
       data.graph.truncated ? h('span', { class: 'muted' }, 'too many nodes: only part is drawn') : null);
-    // Nodes a retry reused have no events in this run: their states come from the run record.
-    dag.seed(run.node_states || {});
+    // The run record's states and times first: nodes a retry reused have no events in this run.
+    dag.seed(run.node_states || {}, run.node_durations || {});
   } else {
     add(pane, h('p', { class: 'muted' }, 'No graph: the blueprint of this run is not available here.'));
   }

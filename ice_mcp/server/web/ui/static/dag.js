@@ -346,11 +346,13 @@ export class DagView {
   }
 
   // States known without events (the run record's); events that follow override them.
-  seed(states) {
+  seed(states, tookMs = {}) {
     for (const [id, state] of Object.entries(states)) {
       this.states.set(id, state);
+      if (tookMs[id] !== undefined && !TICKING.has(state)) this.tookMs.set(id, tookMs[id]);
       const box = this.els.get(id);
       if (box) box.dataset.state = state;
+      this.showClock(id, Date.now() / 1000);
     }
   }
 
