@@ -161,8 +161,9 @@ class Runner(GraphRunner):
 
 
     def _traced(self, call: NodeCall) -> Awaitable[NodeResult]:
-        """One attempt in its span; a container's nodes hang under it. Span ids come from the run, the node
-        path and the attempt, so an attempt run again after a crash keeps its span's id."""
+        """One attempt, its timeout included, in its span; a container's nodes hang under it. A span id comes
+        from the span it hangs under, the node path and the attempt, so an attempt run again after a crash
+        keeps its span's id and each attempt of a container gives its nodes ids of their own."""
         ctx, node = call.ctx, call.node
         assert ctx.trace_parent is not None
         span_id = node_span_id(parent_span_of(ctx.trace_parent), ctx.path + node.id, call.attempt)

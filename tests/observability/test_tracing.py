@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +157,20 @@ async def test_a_run_without_a_caller_trace_starts_its_own(spans: InMemorySpanEx
     assert run_detail(record)["trace_id"] == tracing.trace_id_of(record)  # /ui shows it on the run's page
 
 
+def hanging_once() -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A fresh `hangs_once` tool: its first call hangs (for a timeout to end), the next ones answer at once."""
+    calls: list[int] = []
+
+    async def hangs_once() -> dict[str, Any]:
+        """Hangs the first time."""
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(30)
+        return {"ok": True}
+
+    return hangs_once
+
+
 async def test_a_failed_attempt_and_its_retry_are_two_spans(spans: InMemorySpanExporter, tmp_path: Path) -> None:
     calls: list[int] = []
 
@@ -186,20 +200,11 @@ async def test_a_failed_attempt_and_its_retry_are_two_spans(spans: InMemorySpanE
 async def test_an_attempt_that_timed_out_says_so_in_its_span(spans: InMemorySpanExporter, tmp_path: Path) -> None:
     """The node's timeout runs inside its span: the span ends as the record does (`timeout`), not as a
     cancellation, and a retry after it has a span of its own."""
-    calls: list[int] = []
-
-    async def slow_once() -> dict[str, Any]:
-        """Hangs the first time."""
-        calls.append(1)
-        if len(calls) == 1:
-            await asyncio.sleep(30)
-        return {"ok": True}
-
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))
-    orc.registry.add_tool(slow_once)
+    orc.registry.add_tool(hanging_once())
     try:
         record = await orc.run({"name": "timed", "nodes": [
-            {"id": "wait", "type": "tool", "tool_name": "slow_once", "timeout_seconds": 0.2, "retries": 1,
+            {"id": "wait", "type": "tool", "tool_name": "hangs_once", "timeout_seconds": 0.2, "retries": 1,
              "backoff_seconds": 0.01}]})
         assert record.status == "succeeded"
         found = await settled(spans, "invoke_workflow timed")
@@ -219,21 +224,12 @@ async def test_each_attempt_of_a_retried_container_gives_its_nodes_their_own_spa
     same id as the live trace."""
     from ice_mcp.store.otlp import export_trace
 
-    calls: list[int] = []
-
-    async def hangs_once() -> dict[str, Any]:
-        """Hangs the first time."""
-        calls.append(1)
-        if len(calls) == 1:
-            await asyncio.sleep(30)
-        return {"ok": True}
-
     def steady() -> dict[str, Any]:
         """Always works."""
         return {"ok": True}
 
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data"))
-    orc.registry.add_tool(hangs_once)
+    orc.registry.add_tool(hanging_once())
     orc.registry.add_tool(steady)
     try:  # the container's first attempt times out (retryable); its second runs both branches again
         record = await orc.run({"name": "again", "nodes": [

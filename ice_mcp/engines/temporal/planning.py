@@ -64,12 +64,12 @@ TIMEOUT_GRACE_SECONDS = 30.0  # past the node's own timeout (kept by the activit
 LOST_WORKER_RETRIES = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                                   maximum_attempts=20)
 LOCAL_TIMEOUT = timedelta(seconds=60)  # a local activity (the journal, the record, a network's member start)
+PLAN_CACHE = 256
 
 
 def workflow_now() -> float:
     """The workflow's deterministic wall clock, in Unix seconds (events and records stamped inside it)."""
     return workflow.now().timestamp()
-PLAN_CACHE = 256
 
 
 async def dispatch(call: NodeCall) -> NodeResult:

@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from ice_mcp.store.records import RunRecord
 
 
-
 @workflow.defn(name=RUN_WORKFLOW)
 class RunWorkflow:
     """One run: its record and journal end up in the shared store, as an embedded run's do."""
