@@ -1,23 +1,27 @@
 """`ice-mcp serve`, `ice-mcp ui`, `ice-mcp dev-cluster` and `ice-mcp claude-config`, and what every command
-shares: the parser whose help shows defaults, and the default workspace."""
+shares: the parser whose help shows defaults, and the default workspace.
+
+The orchestrator (the engine, the store, the compiler) loads inside `build_orchestrator`: a stdio server may answer
+its host's first requests before (see warm_start), and parsing a command line never needs it."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
 import os
 import shutil
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ice_mcp import tracing
 from ice_mcp.bundled import SAMPLES_FOLDER, bundled_dir, seed_workspace
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.additions import load_extension
 from ice_mcp.server.cluster import add_dev_cluster_command
 from ice_mcp.server.oauth import OAuthConfig
@@ -27,7 +31,9 @@ from ice_mcp.server.web.ui.viewer import add_catalogue_arguments, add_ui_command
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
 from ice_mcp.tools.modules import import_tool_modules
-from ice_mcp.tools.registry import DEFAULT_REGISTRY
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
 
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
@@ -208,16 +214,26 @@ def _options(args: argparse.Namespace) -> ServerOptions:
     return options
 
 
-async def build_orchestrator(args: argparse.Namespace, options: ServerOptions) -> Orchestrator:
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings `serve` runs with: its arguments over the environment's."""
+    return Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
+                             state_url=getattr(args, "state", None),
+                             max_concurrent_runs=getattr(args, "max_runs", None),
+                             sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
+                             allow_net=tuple(getattr(args, "allow_net", None) or ()) or None,
+                             engine=getattr(args, "engine", None), temporal_address=getattr(args, "temporal", None),
+                             temporal_namespace=getattr(args, "namespace", None),
+                             temporal_task_queue=getattr(args, "task_queue", None))
+
+
+async def build_orchestrator(args: argparse.Namespace, options: ServerOptions, settings: Settings | None = None
+                             ) -> Orchestrator:
+    # The engine and its imports (~200 ms): only once serving.
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.tools.registry import DEFAULT_REGISTRY
+
     import_tool_modules(args.tools)
-    settings = Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
-                                 state_url=getattr(args, "state", None),
-                                 max_concurrent_runs=getattr(args, "max_runs", None),
-                                 sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,
-                                 allow_net=tuple(getattr(args, "allow_net", None) or ()) or None,
-                                 engine=getattr(args, "engine", None), temporal_address=getattr(args, "temporal", None),
-                                 temporal_namespace=getattr(args, "namespace", None),
-                                 temporal_task_queue=getattr(args, "task_queue", None))
+    settings = settings or serve_settings(args)
     copied = seed_workspace(settings.workspace)  # the folder named by claude-config may be new
     if copied:
         logger.info("workspace %s: sample files copied: %s", settings.workspace, ", ".join(copied))
@@ -272,15 +288,22 @@ async def _serve(args: argparse.Namespace) -> None:
     options = _options(args)
     tracing.configure(stdio=not args.http)  # only OTEL_* variables turn it on; off, the SDK is never imported
     if not args.http:
-        from ice_mcp.server.stdio import serve_stdio  # the MCP SDK: only `serve` loads it
+        from ice_mcp.server.stdio import serve_stdio_starting  # the MCP SDK: only `serve` loads it
+        from ice_mcp.server.warm_start import WarmStart
 
-        orc = await build_orchestrator(args, options)
-        try:
-            _started(args, collect=False)
-            await serve_stdio(orc, options)
-        finally:
-            await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
-            tracing.shutdown()  # the host may kill us soon after EOF: export what is queued now
+        settings = serve_settings(args)
+
+        @contextlib.asynccontextmanager
+        async def orchestrator() -> AsyncIterator[Orchestrator]:
+            orc = await build_orchestrator(args, options, settings)
+            try:
+                _started(args, collect=False)
+                yield orc
+            finally:
+                await orc.aclose(suspend=True)  # runs in flight go on in the next server on this data folder
+                tracing.shutdown()  # the host may kill us soon after EOF: export what is queued now
+
+        await serve_stdio_starting(orchestrator, options, WarmStart.for_serve(args, settings))
         return
     # Take the port before anything else: a busy port fails at once, with nothing announced.
     with bind_listener(args.host, args.port) as listener:

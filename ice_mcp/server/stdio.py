@@ -6,17 +6,19 @@ import contextlib
 import io
 import json
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.server import build_server
+from ice_mcp.server.warm_start import WarmStart
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -90,25 +92,71 @@ class CheckedLines:
             await self._answers.send(SessionMessage(error))
 
 
+class WrittenLines:
+    """stdout for the SDK's writer, which also tells when every line handed to it is flushed to the wire."""
+
+    def __init__(self, wire: io.TextIOWrapper) -> None:
+        self._wire = anyio.wrap_file(wire)
+        self._writing = 0
+        self._flushed = anyio.Event()
+
+    async def write(self, line: str) -> None:
+        self._writing += 1
+        await self._wire.write(line)
+
+    async def flush(self) -> None:
+        try:
+            await self._wire.flush()
+        finally:
+            self._writing -= 1
+            self._flushed.set()
+
+    async def written(self) -> None:
+        """Returns once the lines handed over so far are on the wire."""
+        await anyio.lowlevel.checkpoint()  # a writer woken by a message hands its line over first
+        while self._writing:
+            self._flushed = anyio.Event()
+            await self._flushed.wait()
+
+
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[io.TextIOWrapper]:
-    """The wire on a private descriptor; fd 0 reads /dev/null meanwhile so no child consumes requests."""
-    wire = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    saved = os.dup(0)
-    os.dup2(null, 0)
-    os.close(null)
+def _claimed(fd: int, mode: str, diversion: int) -> Iterator[io.TextIOWrapper]:
+    """The wire on a private descriptor; meanwhile `fd` points at `diversion` (the null device for stdin, so no
+    child consumes requests; stderr for stdout, so no stray print corrupts the protocol)."""
+    wire = os.dup(fd)
+    saved = os.dup(fd)
+    os.dup2(diversion, fd)
+    os.close(diversion)
     try:
-        yield io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
+        yield io.TextIOWrapper(os.fdopen(wire, mode + "b"), encoding="utf-8", errors="replace")
     finally:
-        os.dup2(saved, 0)
+        os.dup2(saved, fd)
         os.close(saved)
 
 
 async def serve_stdio(orc: Any, options: ServerOptions | None = None) -> None:
-    server = build_server(orc, options)
-    with _claimed_stdin() as wire:
-        lines = CheckedLines(anyio.wrap_file(wire))
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-            lines.attach(write_stream)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+    """Serve `orc` over stdin and stdout until the client closes stdin."""
+
+    @contextlib.asynccontextmanager
+    async def given() -> AsyncIterator[Any]:
+        yield orc
+
+    await serve_stdio_starting(given, options, WarmStart.off())
+
+
+async def serve_stdio_starting(open_orchestrator: Callable[[], AbstractAsyncContextManager[Any]],
+                               options: ServerOptions | None, start: WarmStart) -> None:
+    """Serve the orchestrator `open_orchestrator()` builds, over stdin and stdout until the client closes stdin;
+    `start` may answer the session's first requests before it is built (see warm_start)."""
+    with _claimed(0, "r", os.open(os.devnull, os.O_RDONLY)) as wire_in, _claimed(1, "w", os.dup(2)) as wire_out:
+        lines, out = CheckedLines(anyio.wrap_file(wire_in)), WrittenLines(wire_out)
+        async with stdio_server(stdin=lines, stdout=out) as (client_in, client_out):  # type: ignore[arg-type]
+            lines.attach(client_out)
+            async with start.relay(client_in, client_out) as (server_in, server_out):
+                await start.until_build(out.written)
+                async with open_orchestrator() as orc:
+                    # The server's modules too load only after the kept answers went out.
+                    from ice_mcp.server.protocol.server import build_server
+
+                    server = build_server(orc, options)
+                    await server.run(server_in, server_out, server.create_initialization_options())

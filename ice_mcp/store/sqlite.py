@@ -39,6 +39,7 @@ from ice_mcp.store.base import (
     owner_gone,
 )
 from ice_mcp.store.records import ACTIVE, Listed, RunRecord
+from ice_mcp.store.sqlite_file import sqlite_file
 from ice_mcp.store.sqlite_hooks import HOOK_SCHEMA, SqliteHooks
 from ice_mcp.store.sqlite_limits import LIMITS_SCHEMA, SqliteLimits
 from ice_mcp.store.sqlite_outbox import OUTBOX_SCHEMA, SqliteOutbox
@@ -147,15 +148,13 @@ def open_store(state_url: str | None, data_dir: Path, *,
                idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
     """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
     (also `rediss://`, `unix://`). Raises IceError(code="invalid_state_url") for anything else."""
-    if not state_url:
-        return RunStore(data_dir / "runs.sqlite3", idempotency_key_seconds=idempotency_key_seconds)
+    path = sqlite_file(state_url, data_dir)
+    if path is not None:
+        return RunStore(path, idempotency_key_seconds=idempotency_key_seconds)
+    assert state_url is not None
     scheme = urlsplit(state_url).scheme.lower()
     if scheme == "sqlite":
-        path = state_url.split(":", 1)[1].removeprefix("//")
-        if not path or path == "/":
-            raise IceError("a sqlite state URL names a file: sqlite:///path/to/runs.sqlite3",
-                           code="invalid_state_url")
-        return RunStore(Path(path).expanduser(), idempotency_key_seconds=idempotency_key_seconds)
+        raise IceError("a sqlite state URL names a file: sqlite:///path/to/runs.sqlite3", code="invalid_state_url")
     if scheme in ("redis", "rediss", "unix"):
         # The Redis client loads only when asked for.
         from ice_mcp.store.redis import RedisRunStore

@@ -9,15 +9,16 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
-from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
 from ice_mcp.tools.modules import import_tool_modules
-from ice_mcp.tools.registry import DEFAULT_REGISTRY
+
+if TYPE_CHECKING:
+    from ice_mcp.orchestrator import Orchestrator
 
 DEFAULT_PORT = 8001
 
@@ -74,6 +75,9 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
 def _orchestrator(args: argparse.Namespace) -> Orchestrator:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
+    # The engine: not for a command line that only parses.
+    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
     import_tool_modules(args.tools)
     orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
