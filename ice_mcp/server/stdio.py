@@ -6,16 +6,19 @@ import contextlib
 import io
 import json
 import os
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from ice_mcp.errors import IceError
 from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.warm_start import WarmStart
@@ -146,17 +149,50 @@ async def serve_stdio(orc: Any, options: ServerOptions | None = None) -> None:
 
 async def serve_stdio_starting(open_orchestrator: Callable[[], AbstractAsyncContextManager[Any]],
                                options: ServerOptions | None, start: WarmStart) -> None:
-    """Serve the orchestrator `open_orchestrator()` builds, over stdin and stdout until the client closes stdin;
-    `start` may answer the session's first requests before it is built (see warm_start)."""
-    with _claimed(0, "r", os.open(os.devnull, os.O_RDONLY)) as wire_in, _claimed(1, "w", os.dup(2)) as wire_out:
-        lines, out = CheckedLines(anyio.wrap_file(wire_in)), WrittenLines(wire_out)
-        async with stdio_server(stdin=lines, stdout=out) as (client_in, client_out):  # type: ignore[arg-type]
-            lines.attach(client_out)
-            async with start.relay(client_in, client_out) as (server_in, server_out):
-                await start.until_build(out.written)
-                async with open_orchestrator() as orc:
-                    # The server's modules too load only after the kept answers went out.
-                    from ice_mcp.server.protocol.server import build_server
+    """Serve the orchestrator `open_orchestrator()` builds, over stdin and stdout until the client closes stdin.
+    It is built first, unless `start` answers the session's first requests meanwhile (see warm_start)."""
+    async with contextlib.AsyncExitStack() as resources:  # the orchestrator closes after the wire
+        orc: Any = None if start.answers_early else await resources.enter_async_context(open_orchestrator())
+        try:
+            with _claimed(0, "r", os.open(os.devnull, os.O_RDONLY)) as wire_in, \
+                    _claimed(1, "w", os.dup(2)) as wire_out:
+                lines, out = CheckedLines(_read_lines(wire_in)), WrittenLines(wire_out)
+                async with stdio_server(stdin=lines, stdout=out) as (client_in, client_out):  # type: ignore[arg-type]
+                    lines.attach(client_out)
+                    async with start.relay(client_in, client_out) as (server_in, server_out):
+                        if orc is None:
+                            await start.until_build(out.written)
+                            orc = await resources.enter_async_context(open_orchestrator())
+                        # The server's modules load after the kept answers went out too.
+                        from ice_mcp.server.protocol.server import build_server
 
-                    server = build_server(orc, options)
-                    await server.run(server_in, server_out, server.create_initialization_options())
+                        server = build_server(orc, options)
+                        await server.run(server_in, server_out, server.create_initialization_options())
+        except BaseExceptionGroup as group:  # the transport's task groups wrap what building raised
+            raise _sole(group) from None
+
+
+def _sole(error: BaseException) -> BaseException:
+    """The one exception inside nested groups of one (an IceError the command line prints), or the group."""
+    inner = error
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    return inner if isinstance(inner, IceError) else error
+
+
+async def _read_lines(wire: io.TextIOWrapper) -> AsyncIterator[str]:
+    """The wire's lines, read by a daemon thread: a read still waiting when the server stops (a host may keep
+    stdin open after a start that failed) never holds up the process's exit."""
+    send, receive = anyio.create_memory_object_stream[str](0)
+    loop = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # the server is gone (its loop or the stream closed)
+            while line := wire.readline():
+                anyio.from_thread.run(send.send, line, token=loop)
+            anyio.from_thread.run_sync(send.close, token=loop)
+
+    threading.Thread(target=read, name="ice-mcp stdin", daemon=True).start()
+    async with receive:
+        async for line in receive:
+            yield line

@@ -120,6 +120,11 @@ class WarmStart:
     def for_serve(cls, args: argparse.Namespace, settings: Settings) -> WarmStart:
         return cls(settings.data_dir / KEPT_FILE, start_key(args, settings))
 
+    @property
+    def answers_early(self) -> bool:
+        """Whether this start has kept answers to give before the server is built."""
+        return bool(self._kept)
+
     @classmethod
     def off(cls) -> WarmStart:
         """Relays only: nothing answered early, nothing kept."""
@@ -164,12 +169,11 @@ class WarmStart:
                 tasks.cancel_scope.cancel()
 
     async def until_build(self, written: Callable[[], Awaitable[None]]) -> None:
-        """Returns once the client got the kept answers it asked for (at once when there are none): `written()`
+        """Returns once the client got the kept answers it asked for (or after BUILD_AFTER_SECONDS): `written()`
         returns when the wire has taken every message handed to it (building blocks the loop that writes)."""
-        if self._kept:
-            with anyio.move_on_after(BUILD_AFTER_SECONDS):
-                await self._building.wait()
-            await written()
+        with anyio.move_on_after(BUILD_AFTER_SECONDS):
+            await self._building.wait()
+        await written()
         self._building.set()
 
     async def _inbound(self, client_in: ObjectReceiveStream[ClientItem], client_out: ObjectSendStream[SessionMessage],

@@ -158,3 +158,42 @@ def test_no_answer_is_kept_for_what_a_start_cannot_read_cheaply(tmp_path: Path, 
     assert start_key(args, serve_settings(args)) is None
     plain = namespace(data_dir=tmp_path)
     assert start_key(plain, serve_settings(plain)) is not None
+
+
+FAILING_BUILD = """
+import asyncio, contextlib, sys
+from pathlib import Path
+from ice_mcp.errors import IceError
+from ice_mcp.server.stdio import serve_stdio_starting
+from ice_mcp.server.warm_start import WarmStart
+
+@contextlib.asynccontextmanager
+async def broken():
+    raise IceError("the engine is away", code="engine_unavailable")
+    yield
+
+try:
+    asyncio.run(serve_stdio_starting(broken, None, WarmStart(Path(sys.argv[1]), "the key")))
+except IceError as exc:
+    print(f"error [{exc.code}]", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_a_warm_start_whose_build_fails_exits_with_the_error_while_the_host_keeps_stdin_open(home: Path) -> None:
+    session(home)
+    kept = home / ".ice" / KEPT_FILE
+    kept.write_text(json.dumps({**json.loads(kept.read_text()), "key": "the key"}))
+    proc = subprocess.Popen([sys.executable, "-c", FAILING_BUILD, str(kept)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(home))
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # answered early: the build starts after
+        code = proc.wait(timeout=60)  # stdin still open: the waiting read must not hold the process
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert code == 3
+    assert proc.stderr is not None and "error [engine_unavailable]" in proc.stderr.read()
