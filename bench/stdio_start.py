@@ -6,8 +6,8 @@
 Each run spawns the process, writes `initialize`, waits for its answer, writes `notifications/initialized` and
 `tools/list`, and stops the clock when the `tools/list` answer arrives: raw JSON-RPC over the pipes, so no
 client library's own start-up is counted. Ours is `.venv/bin/ice-mcp` with the arguments of the README's
-Claude Desktop block (`serve --templates`); the peer is the official SDK's low-level `Server` with one tool,
-run over `mcp.server.stdio` by the same Python.
+Claude Desktop block (`serve --templates`); the peer (stdio_peer.py) is the official SDK's low-level `Server`
+with one tool, run over `mcp.server.stdio` by the same Python, importing nothing else.
 Two kinds of start are measured. A host's later sessions: each server starts again and again on one data folder
 and workspace, as Claude Desktop starts it for every session, so ours may answer from what its last start kept
 (ice_mcp/server/warm_start.py). A first start: each start on a new data folder and workspace, so ours builds
@@ -36,30 +36,6 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-
-
-def serve_bare() -> None:
-    """The peer: the SDK's low-level server with one tool over stdio, nothing else imported."""
-    import anyio
-    import mcp_types as types
-    from mcp.server import Server
-    from mcp.server.stdio import stdio_server
-
-    tool = types.Tool(name="noop", input_schema={"type": "object", "properties": {"value": {}}})
-
-    async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
-
-    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return types.CallToolResult(content=[types.TextContent(type="text", text="{}")])
-
-    server = Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
-
-    async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(main)
 
 
 def answer(proc: subprocess.Popen[bytes], request_id: int) -> dict[str, object]:
@@ -126,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     # ours would then compile each of its modules at every start while the SDK's came compiled from pip.
     compileall.compile_dir(ROOT / "ice_mcp", quiet=1)
     ours = [str(Path(sys.executable).with_name("ice-mcp")), *args.args.split()]
-    bare = [sys.executable, str(Path(__file__).resolve()), "--serve-bare"]
+    bare = [sys.executable, str(Path(__file__).with_name("stdio_peer.py"))]
     print(f"bench/stdio_start.py: {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}, "
           f"median of {args.runs} runs, spawn to the tools/list answer")
     met = True
@@ -148,9 +124,4 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=7, help="runs of each server; medians are reported")
     parser.add_argument("--args", default="serve --templates",
                         help="arguments of `ice-mcp` (default: the README's Claude Desktop block)")
-    parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
-    if arguments.serve_bare:
-        serve_bare()
-    else:
-        sys.exit(main(arguments))
+    sys.exit(main(parser.parse_args()))

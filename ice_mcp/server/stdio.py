@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 import os
+import queue
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server.stdio import stdio_server
@@ -96,23 +97,33 @@ class CheckedLines:
 
 
 class WrittenLines:
-    """stdout for the SDK's writer, which also tells when every line handed to it is flushed to the wire."""
+    """stdout for the SDK's writer: each line as `start` has it written, and when all handed over is flushed."""
 
-    def __init__(self, wire: io.TextIOWrapper) -> None:
+    def __init__(self, wire: io.TextIOWrapper, start: WarmStart) -> None:
         self._wire = anyio.wrap_file(wire)
+        self._start = start
         self._writing = 0
         self._flushed = anyio.Event()
 
     async def write(self, line: str) -> None:
-        self._writing += 1
-        await self._wire.write(line)
+        self._writing += 1  # until its flush: the SDK's writer flushes after each line
+        try:
+            for written in self._start.outgoing(line):
+                await self._wire.write(written)
+        except BaseException:
+            self._done()
+            raise
 
     async def flush(self) -> None:
         try:
             await self._wire.flush()
         finally:
-            self._writing -= 1
-            self._flushed.set()
+            self._done()
+        self._start.keep()
+
+    def _done(self) -> None:
+        self._writing -= 1
+        self._flushed.set()
 
     async def written(self) -> None:
         """Returns once the lines handed over so far are on the wire."""
@@ -123,7 +134,7 @@ class WrittenLines:
 
 
 @contextlib.contextmanager
-def _claimed(fd: int, mode: str, diversion: int) -> Iterator[io.TextIOWrapper]:
+def _claimed(fd: int, mode: str, diversion: int, errors: str) -> Iterator[io.TextIOWrapper]:
     """The wire on a private descriptor; meanwhile `fd` points at `diversion` (the null device for stdin, so no
     child consumes requests; stderr for stdout, so no stray print corrupts the protocol)."""
     wire = os.dup(fd)
@@ -131,7 +142,7 @@ def _claimed(fd: int, mode: str, diversion: int) -> Iterator[io.TextIOWrapper]:
     os.dup2(diversion, fd)
     os.close(diversion)
     try:
-        yield io.TextIOWrapper(os.fdopen(wire, mode + "b"), encoding="utf-8", errors="replace")
+        yield io.TextIOWrapper(os.fdopen(wire, mode + "b"), encoding="utf-8", errors=errors)
     finally:
         os.dup2(saved, fd)
         os.close(saved)
@@ -154,20 +165,21 @@ async def serve_stdio_starting(open_orchestrator: Callable[[], AbstractAsyncCont
     async with contextlib.AsyncExitStack() as resources:  # the orchestrator closes after the wire
         orc: Any = None if start.answers_early else await resources.enter_async_context(open_orchestrator())
         try:
-            with _claimed(0, "r", os.open(os.devnull, os.O_RDONLY)) as wire_in, \
-                    _claimed(1, "w", os.dup(2)) as wire_out:
-                lines, out = CheckedLines(_read_lines(wire_in)), WrittenLines(wire_out)
+            with _claimed(0, "r", os.open(os.devnull, os.O_RDONLY), "replace") as wire_in, \
+                    _claimed(1, "w", os.dup(2), "strict") as wire_out:
+                reader = _LineReader(wire_in)
+                lines, out = CheckedLines(_read_lines(reader, start)), WrittenLines(wire_out, start)
                 async with stdio_server(stdin=lines, stdout=out) as (client_in, client_out):  # type: ignore[arg-type]
                     lines.attach(client_out)
-                    async with start.relay(client_in, client_out) as (server_in, server_out):
-                        if orc is None:
-                            await start.until_build(out.written)
-                            orc = await resources.enter_async_context(open_orchestrator())
-                        # The server's modules load after the kept answers went out too.
-                        from ice_mcp.server.protocol.server import build_server
+                    start.attach(client_out)
+                    if orc is None:
+                        await start.until_build(reader.readline, out.written)
+                        orc = await resources.enter_async_context(open_orchestrator())
+                    # The server's modules load after the kept answers went out too.
+                    from ice_mcp.server.protocol.server import build_server
 
-                        server = build_server(orc, options)
-                        await server.run(server_in, server_out, server.create_initialization_options())
+                    server = build_server(orc, options)
+                    await server.run(client_in, client_out, server.create_initialization_options())
         except BaseExceptionGroup as group:  # the transport's task groups wrap what building raised
             raise _sole(group) from None
 
@@ -180,19 +192,50 @@ def _sole(error: BaseException) -> BaseException:
     return inner if isinstance(inner, IceError) else error
 
 
-async def _read_lines(wire: io.TextIOWrapper) -> AsyncIterator[str]:
-    """The wire's lines, read by a daemon thread: a read still waiting when the server stops (a host may keep
-    stdin open after a start that failed) never holds up the process's exit."""
-    send, receive = anyio.create_memory_object_stream[str](0)
-    loop = anyio.lowlevel.current_token()
+class _LineReader:
+    """Reads the wire's lines on a daemon thread of its own, one when asked: a read still waiting when the server
+    stops (a host may keep stdin open after a start that failed) never holds up the process's exit."""
 
-    def read() -> None:
-        with contextlib.suppress(Exception):  # the server is gone (its loop or the stream closed)
-            while line := wire.readline():
-                anyio.from_thread.run(send.send, line, token=loop)
-            anyio.from_thread.run_sync(send.close, token=loop)
+    def __init__(self, wire: io.TextIOWrapper) -> None:
+        self._wire = wire
+        self._asks: queue.SimpleQueue[asyncio.Future[str]] = queue.SimpleQueue()
+        self._pending: asyncio.Future[str] | None = None
+        threading.Thread(target=self._serve, name="ice-mcp stdin", daemon=True).start()
 
-    threading.Thread(target=read, name="ice-mcp stdin", daemon=True).start()
-    async with receive:
-        async for line in receive:
-            yield line
+    def _serve(self) -> None:
+        while True:
+            asked = self._asks.get()
+            try:
+                line, error = self._wire.readline(), None
+            except Exception as exc:
+                line, error = "", exc
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads any more
+                asked.get_loop().call_soon_threadsafe(_settle, asked, line, error)
+
+    async def readline(self) -> str:
+        """The next line, "" at the end; a read cancelled while it waits is not lost: the next call gets its line."""
+        if self._pending is None:
+            self._pending = asyncio.get_running_loop().create_future()
+            self._asks.put(self._pending)
+        line = await asyncio.shield(self._pending)
+        self._pending = None
+        return line
+
+
+def _settle(asked: asyncio.Future[str], line: str, error: Exception | None) -> None:
+    if asked.cancelled():
+        return
+    if error is not None:
+        asked.set_exception(error)
+    else:
+        asked.set_result(line)
+
+
+async def _read_lines(reader: _LineReader, start: WarmStart) -> AsyncIterator[str]:
+    """The wire's lines for the server: first those a warm start read while it was built, each then shown to
+    `start` (which notes the session's first requests)."""
+    for line in await start.read_ahead():
+        yield line
+    while line := await reader.readline():
+        start.look(line)
+        yield line

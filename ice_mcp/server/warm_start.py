@@ -15,21 +15,20 @@ answered early. Only the standard library, anyio and the SDK's message types loa
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
+from mcp_types import JSONRPCResponse, RequestId
 
 from ice_mcp.bundled import bundled_dir
 from ice_mcp.settings import Settings
@@ -40,8 +39,9 @@ KEPT_FILE = "stdio-start.json"
 BUILD_AFTER_SECONDS = 0.5  # a host that sends nothing for this long gets its server built anyway
 BLUEPRINT_SUFFIXES = (".json", ".yaml", ".yml")  # what `Catalogue.load_blueprints` reads from a folder
 KEPT_METHODS = ("initialize", "tools/list")
-INBOX = 64  # messages read ahead of a server still being built (then reading waits for it, as it would anyway)
-ClientItem = SessionMessage | Exception
+READ_AHEAD = 16  # lines read before the server is built, at most (then it is built)
+WATCHED_REQUESTS = 8  # a session's first requests are looked at (parsed once more); later ones pass untouched
+LIST_CHANGED = json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + "\n"
 
 
 def start_key(args: argparse.Namespace, settings: Settings) -> str | None:
@@ -103,32 +103,39 @@ class Exchange:
 
 
 class WarmStart:
-    """Relays a stdio session between the client and the server, answering the kept `initialize` and
-    `tools/list` before the server is built; keeps the server's own answers to them for the next start."""
+    """Looks at a stdio session's first lines both ways: answers the kept `initialize` and `tools/list` before the
+    server is built, drops the server's own answers to those, and keeps them for the next start."""
 
     def __init__(self, path: Path, key: str | None) -> None:
         self._path = path
         self._key = key
         self._kept: dict[str, Exchange] = self._load() if key is not None else {}
         self._asked: dict[RequestId, tuple[str, dict[str, Any] | None]] = {}  # kept methods the server will answer
-        self._early: dict[RequestId, Exchange] = {}  # of those, the ones answered here already
+        self._early: dict[RequestId, Exchange] = {}  # of those, the ones answered here
+        self._sent: set[RequestId] = set()  # early answers already handed to the wire
         self._seen: dict[str, Exchange] = {}  # the server's own answers, to keep for the next start
+        self._due = False  # both seen: compare them with the kept ones once they are on the wire
         self._building = anyio.Event()
         self._requests = 0
+        self._answers: ObjectSendStream[SessionMessage] | None = None
+        self._ahead: list[str] = []
+        self._read_ahead = anyio.Event()
+        if not self._kept:
+            self._read_ahead.set()  # nothing to answer early: the server reads every line itself
 
     @classmethod
     def for_serve(cls, args: argparse.Namespace, settings: Settings) -> WarmStart:
         return cls(settings.data_dir / KEPT_FILE, start_key(args, settings))
 
+    @classmethod
+    def off(cls) -> WarmStart:
+        """Looks at nothing: nothing answered early, nothing kept."""
+        return cls(Path(os.devnull), None)
+
     @property
     def answers_early(self) -> bool:
         """Whether this start has kept answers to give before the server is built."""
         return bool(self._kept)
-
-    @classmethod
-    def off(cls) -> WarmStart:
-        """Relays only: nothing answered early, nothing kept."""
-        return cls(Path(os.devnull), None)
 
     def _load(self) -> dict[str, Exchange]:
         try:
@@ -148,95 +155,108 @@ class WarmStart:
         except OSError as exc:  # a read-only data folder: every start is a cold one
             logger.info("stdio start answers not kept in %s: %s", self._path, exc)
 
-    @contextlib.asynccontextmanager
-    async def relay(self, client_in: ObjectReceiveStream[ClientItem], client_out: ObjectSendStream[SessionMessage]
-                    ) -> AsyncIterator[tuple[ObjectReceiveStream[ClientItem], ObjectSendStream[SessionMessage]]]:
-        """The streams the server runs on; until `until_build` returns, the kept answers go out from here."""
-        if self._key is None:
-            yield client_in, client_out  # nothing to answer or keep: the server talks to the client itself
-            return
-        to_server, server_reads = anyio.create_memory_object_stream[ClientItem](INBOX)
-        server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-        relayed = anyio.Event()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._inbound, client_in, client_out, to_server)
-            tasks.start_soon(self._outbound, from_server, client_out, relayed)
-            try:
-                yield server_reads, server_writes
-                server_writes.close()
-                await relayed.wait()  # the server's last answers reach the client
-            finally:
-                tasks.cancel_scope.cancel()
+    def attach(self, answers: ObjectSendStream[SessionMessage]) -> None:
+        """Where early answers go: the stream the SDK's writer sends to the client."""
+        self._answers = answers
 
-    async def until_build(self, written: Callable[[], Awaitable[None]]) -> None:
-        """Returns once the client got the kept answers it asked for (or after BUILD_AFTER_SECONDS): `written()`
-        returns when the wire has taken every message handed to it (building blocks the loop that writes)."""
-        with anyio.move_on_after(BUILD_AFTER_SECONDS):
-            await self._building.wait()
-        await written()
-        self._building.set()
+    async def until_build(self, readline: Callable[[], Awaitable[str]], written: Callable[[], Awaitable[None]]
+                          ) -> None:
+        """Reads the session's first lines while the server is not built, answering the kept requests among them,
+        and returns once the client has the answers it asked for, or a request needs the server, or after
+        BUILD_AFTER_SECONDS. `written()` returns once the wire has taken what was handed to it (building blocks
+        the loop that writes). The lines read go to the server first (`read_ahead`)."""
+        try:
+            with anyio.move_on_after(BUILD_AFTER_SECONDS):
+                while not self._building.is_set() and len(self._ahead) < READ_AHEAD:
+                    line = await readline()
+                    if not line:
+                        break  # end of input: build, and the server ends once it has read everything
+                    self._ahead.append(line)
+                    early = self.look(line)
+                    if early is not None:
+                        assert self._answers is not None
+                        await self._answers.send(early)
+            with anyio.move_on_after(BUILD_AFTER_SECONDS):  # a wire that never drains does not keep it unbuilt
+                await written()
+        finally:
+            self._building.set()
+            self._read_ahead.set()
 
-    async def _inbound(self, client_in: ObjectReceiveStream[ClientItem], client_out: ObjectSendStream[SessionMessage],
-                       to_server: ObjectSendStream[ClientItem]) -> None:
-        async with to_server:
-            async for item in client_in:
-                message = item.message if isinstance(item, SessionMessage) else None
-                if isinstance(message, JSONRPCRequest):
-                    kept = self._note(message)
-                    if kept is None:
-                        self._building.set()  # the server must answer this one: build it now
-                    else:
-                        self._early[message.id] = kept
-                        await client_out.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=message.id,
-                                                                             result=kept.result)))
-                        logger.info("stdio start: %s answered from what the last start kept (%s)", message.method,
-                                    self._path)
-                        if message.method == "tools/list":
-                            self._building.set()  # what a host waits for at start has gone out
-                await to_server.send(item)  # the server sees every message, in order, those answered here too
-        self._building.set()  # end of input: build, and the server ends once it has read everything
+    async def read_ahead(self) -> list[str]:
+        """The lines `until_build` read, once it has returned (none when nothing was kept)."""
+        await self._read_ahead.wait()
+        lines, self._ahead = self._ahead, []
+        return lines
 
-    def _note(self, request: JSONRPCRequest) -> Exchange | None:
+    def look(self, line: str) -> SessionMessage | None:
+        """A client's line: the session's first requests are noted, to keep the server's answers to the kept
+        methods; returns the kept answer to give before the server is built, if there is one."""
+        if self._key is None or self._requests >= WATCHED_REQUESTS:
+            return None
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            self._building.set()  # the server answers what it cannot read
+            return None
+        if not isinstance(message, dict) or "method" not in message or "id" not in message:
+            return None  # a notification (or a client's answer) waits for the server, as it would anyway
+        kept = self._note(message["id"], message["method"], message.get("params"))
+        if kept is None:
+            self._building.set()  # the server must answer this one: build it now
+            return None
+        self._early[message["id"]] = kept
+        logger.info("stdio start: %s answered from what the last start kept (%s)", message["method"], self._path)
+        if message["method"] == "tools/list":
+            self._building.set()  # what a host waits for at start has gone out
+        return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=message["id"], result=kept.result))
+
+    def _note(self, request_id: Any, method: Any, params: Any) -> Exchange | None:
         """Notes the session's `initialize` (its first request) and first `tools/list`, whose answers are kept;
         returns the kept answer when this start may give it before the server is built."""
         self._requests += 1
-        method, first = request.method, self._requests == 1
-        if (method not in KEPT_METHODS or method in {noted for noted, _ in self._asked.values()}
-                or method in self._seen or (method == "initialize" and not first) or (method == "tools/list" and first)):
+        first = self._requests == 1
+        if (method not in KEPT_METHODS or not isinstance(request_id, str | int) or request_id in self._asked
+                or method in {noted for noted, _ in self._asked.values()} or method in self._seen
+                or (method == "initialize" and not first) or (method == "tools/list" and first)):
             return None
-        self._asked[request.id] = (method, request.params)
+        self._asked[request_id] = (method, params)
         kept = self._kept.get(method)
-        if self._building.is_set() or kept is None or kept.params != request.params:
+        if self._building.is_set() or kept is None or kept.params != params:
             return None
         return kept
 
-    async def _outbound(self, from_server: ObjectReceiveStream[SessionMessage],
-                        client_out: ObjectSendStream[SessionMessage], relayed: anyio.Event) -> None:
-        async with from_server, client_out:  # as the server closes its stream when it is done
-            async for item in from_server:
-                message = item.message
-                if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None \
-                        and message.id in self._asked:
-                    answered = self._early.pop(message.id, None)
-                    await self._settle(message, answered, client_out)
-                    if answered is not None:
-                        continue  # the client has this answer already
-                await client_out.send(item)
-        relayed.set()
-
-    async def _settle(self, answer: JSONRPCResponse | JSONRPCError, answered: Exchange | None,
-                      client_out: ObjectSendStream[SessionMessage]) -> None:
-        """The server's own answer to a kept method: checked against the one given early, kept for next time."""
-        assert answer.id is not None
-        method, params = self._asked.pop(answer.id)
-        real = json.loads(answer.model_dump_json(by_alias=True, exclude_unset=True)).get("result")
-        if answered is not None and answered.result != real:
+    def outgoing(self, line: str) -> list[str]:
+        """What to write for a line the SDK's writer hands over: the line; nothing for the server's own answer to
+        a request answered early; and after it, `notifications/tools/list_changed` when the lists differ."""
+        if not self._asked:
+            return [line]
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return [line]
+        request_id = message.get("id") if isinstance(message, dict) and "method" not in message else None
+        if request_id is None or request_id not in self._asked:
+            return [line]
+        if request_id in self._early and request_id not in self._sent:
+            self._sent.add(request_id)  # the early answer itself, on its way out
+            return [line]
+        method, params = self._asked.pop(request_id)
+        early = self._early.pop(request_id, None)
+        real = message.get("result")
+        written = [line] if early is None else []
+        if early is not None and early.result != real:
             logger.warning("stdio start: the %s answer given early differs from the server's", method)
             if method == "tools/list":
-                changed = JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
-                await client_out.send(SessionMessage(changed))
-        if real is None:
-            return  # an error is never kept
-        self._seen[method] = Exchange(params, real)
-        if len(self._seen) == len(KEPT_METHODS) and self._seen != self._kept:
-            self._save()
+                written.append(LIST_CHANGED)
+        if isinstance(real, dict):  # an error is never kept
+            self._seen[method] = Exchange(params, real)
+            self._due = len(self._seen) == len(KEPT_METHODS)
+        return written
+
+    def keep(self) -> None:
+        """Keeps the server's answers for the next start once it gave both, if they are new (called once the
+        answer is on the wire: the file is written after the client has it)."""
+        if self._due:
+            self._due = False
+            if self._seen != self._kept:
+                self._save()
