@@ -37,3 +37,16 @@ def test_the_command_line_starts_without_the_heavy_sdks() -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_a_stdio_server_can_answer_from_its_warm_start_before_the_engine_loads() -> None:
+    # What `ice-mcp serve` imports before a warm start's kept answers go out (ice_mcp/server/warm_start.py).
+    engine = ("ice_mcp.orchestrator", "ice_mcp.engines", "ice_mcp.core.compiler", "ice_mcp.blueprint.models",
+              "ice_mcp.server.protocol.server", "jinja2", "jsonschema")
+    probe = ("import json, sys\nfrom ice_mcp.cli.main import build_parser\nbuild_parser('serve')\n"
+             "import ice_mcp.server.cli, ice_mcp.server.stdio, ice_mcp.server.warm_start\n"
+             f"print(json.dumps(sorted(set(sys.modules) & set({list(engine)!r}))))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

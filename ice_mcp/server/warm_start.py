@@ -56,7 +56,8 @@ def start_key(args: argparse.Namespace, settings: Settings) -> str | None:
     if store is None:
         return None  # a store shared through Redis: other servers change it while this one is down
     folders = [bundled_dir("blueprints")] if args.templates else []
-    arguments = {k: v for k, v in sorted(vars(args).items()) if not callable(v)}
+    # Unset and callable ones left out: `ice-mcp serve` and `python -m ice_mcp.server serve` differ only there.
+    arguments = {k: v for k, v in sorted(vars(args).items()) if v is not None and not callable(v)}
     digest = hashlib.sha256()
     for part in (sys.version, sys.executable, os.getcwd(), repr(settings), json.dumps(arguments, default=str),
                  json.dumps(sorted(env.items())), _code(), _blueprint_files([*folders, *args.blueprints]), store):
