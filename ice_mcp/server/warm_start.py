@@ -201,6 +201,9 @@ class WarmStart:
             return None
         if not isinstance(message, dict) or "method" not in message or "id" not in message:
             return None  # a notification (or a client's answer) waits for the server, as it would anyway
+        if message.get("jsonrpc") != "2.0" or isinstance(message["id"], bool):
+            self._building.set()  # not a request the SDK reads: the server answers it
+            return None
         kept = self._note(message["id"], message["method"], message.get("params"))
         if kept is None:
             self._building.set()  # the server must answer this one: build it now

@@ -14,7 +14,7 @@ import pytest
 from mcp_helpers import ROOT, subprocess_env
 
 from ice_mcp.server.cli import serve_settings
-from ice_mcp.server.warm_start import KEPT_FILE, start_key
+from ice_mcp.server.warm_start import KEPT_FILE, WarmStart, start_key
 
 EARLY = "answered from what the last start kept"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -197,3 +197,19 @@ def test_a_warm_start_whose_build_fails_exits_with_the_error_while_the_host_keep
         proc.stdin.close()
     assert code == 3
     assert proc.stderr is not None and "error [engine_unavailable]" in proc.stderr.read()
+
+
+async def test_only_a_request_the_sdk_reads_is_answered_early(tmp_path: Path) -> None:
+    params = INITIALIZE["params"]
+    kept = {"key": "k", "initialize": {"params": params, "result": {"protocolVersion": "2025-11-25"}},
+            "tools/list": {"params": None, "result": {"tools": []}}}
+    path = tmp_path / KEPT_FILE
+    path.write_text(json.dumps(kept))
+    for wrong in ({**INITIALIZE, "jsonrpc": "1.0"}, {**INITIALIZE, "id": True},
+                  {**INITIALIZE, "params": {**params, "clientInfo": {"name": "other", "version": "1"}}}):
+        assert WarmStart(path, "k").look(json.dumps(wrong)) is None
+    assert WarmStart(path, "another key").look(json.dumps(INITIALIZE)) is None
+    early = WarmStart(path, "k").look(json.dumps(INITIALIZE))
+    assert early is not None
+    assert early.message.model_dump(exclude_unset=True) == {
+        "jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}
