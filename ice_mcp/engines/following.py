@@ -52,7 +52,7 @@ def take_record(record: RunRecord, kept: RunRecord) -> RunRecord:
 async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog) -> RunRecord:
     """Feed the run's kept events after those in `events` to it until the stored record says the run ended
     (read after each quiet second and after `run_finished`); the record as it stands if the store goes away."""
-    after = events.events[-1].seq if events.events else -1
+    after = _last_seq(events)
     try:
         async with contextlib.aclosing(store.follow(record.run_id, after)) as batches:
             async for batch in batches:
@@ -74,7 +74,7 @@ async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog)
 async def catch_up(store: RunStorage, record: RunRecord, events: EventLog) -> None:
     """Feed the followed run's events kept since the last one in `events` now rather than at the next poll, so
     that a caller asking right after an answer given through another server sees the run as its journal does."""
-    after = events.events[-1].seq if events.events else -1
+    after = _last_seq(events)
     try:
         kept = await asyncio.to_thread(store.events, record.run_id, after)
     except IceError as exc:
@@ -85,6 +85,11 @@ async def catch_up(store: RunStorage, record: RunRecord, events: EventLog) -> No
 
 
 def _feed(record: RunRecord, events: EventLog, data: dict[str, Any]) -> None:
-    if events.events and data["seq"] <= events.events[-1].seq:
+    if data["seq"] <= _last_seq(events):
         return  # fed already (`catch_up` and the poll read the same journal)
     follow_event(record, events.add(Event.from_dict(data)))
+
+
+def _last_seq(events: EventLog) -> int:
+    """The seq of the last event fed (-1: none yet)."""
+    return events.events[-1].seq if events.events else -1

@@ -127,7 +127,7 @@ def test_a_workflow_registered_at_run_time_is_listed_at_the_next_start(home: Pat
 
 
 def test_a_kept_list_that_no_longer_holds_is_corrected_and_announced(home: Path) -> None:
-    _, _ = session(home)
+    session(home)
     kept_file = home / ".ice" / KEPT_FILE
     kept = json.loads(kept_file.read_text())
     real = kept["tools/list"]["result"]
