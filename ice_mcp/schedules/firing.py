@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
-IDLE_SECONDS = 30.0  # with nothing due sooner, look again (schedules another process created or changed)
+IDLE_SECONDS = 30.0  # with nothing due sooner, look again (a safety net: changes are watched for, below)
+WATCH_SECONDS = 0.5  # how often a sleeping loop reads the store's schedule generation (others' changes)
 BUSY_SECONDS = 0.5  # while a buffered slot waits for a run to end
 MAX_SKEW_SECONDS = 1.0  # more between this machine's clock and the store's is worth a warning
 RETRY_SECONDS = 5.0  # after a failed tick (the store away)
@@ -99,6 +100,7 @@ class FiringLoop:
         self._task: asyncio.Task[None] | None = None
         self._skew_told = False
         self._planned = 0.0  # when the loop means to look again (store clock); a poke before that wakes it
+        self._generation: int | None = None  # the store's schedule generation the last tick saw
         self._tick_began = time.monotonic()
 
     def start(self) -> None:
@@ -128,16 +130,32 @@ class FiringLoop:
                 logger.exception("schedules: the firing loop failed; it goes on")
                 wake_at = self._clock() + RETRY_SECONDS
             self._planned = wake_at
-            delay = max(0.0, wake_at - self._clock())
             self._wake.clear()
             if self._sleep is not None:
-                await self._sleep(delay)
+                await self._sleep(max(0.0, wake_at - self._clock()))
                 continue
+            await self._wait(wake_at)
+
+    async def _wait(self, wake_at: float) -> None:
+        """Until `wake_at`, a poke from this process, or a schedule changed by another process on the store
+        (its generation moved): a schedule made on a replica that dies at once is still fired by the others."""
+        while (delay := wake_at - self._clock()) > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, WATCH_SECONDS))
+                return
+            if self._changed():
+                return
+
+    def _changed(self) -> bool:
+        try:
+            generation = self._store.schedules_generation()
+        except IceError:  # the store is away: the planned tick says so
+            return False
+        return generation != self._generation
 
     async def tick(self) -> float:
         """Decide every due slot of every schedule now; returns when to look again (store clock seconds)."""
+        self._generation = self._store.schedules_generation()  # read first: a change during the tick is seen
         now = self._clock()
         self._store.note_scheduler(now)
         if abs(now - time.time()) > MAX_SKEW_SECONDS and not self._skew_told:

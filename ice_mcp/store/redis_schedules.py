@@ -20,7 +20,8 @@ _DEFINITION = ("id", "target", "target_kind", "spec", "inputs", "policy", "pause
 
 _NOW = "local t = redis.call('TIME')\nlocal now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))\n"
 # Create a schedule (ARGV[5]: its cursor, '' for none; ARGV[6]: running; then outcome, count pairs) or
-# replace its definition; if ARGV[2] names another revision than the stored one, write nothing.
+# replace its definition, adding one to the generation KEYS[3]; if ARGV[2] names another revision than the
+# stored one, write nothing.
 _SAVE_SCHEDULE = """
 local rev = redis.call('HGET', KEYS[1], 'revision')
 if ARGV[2] ~= '' and rev ~= ARGV[2] then return {0, rev or '0'} end
@@ -35,6 +36,7 @@ else
   for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], 'n:' .. ARGV[i], ARGV[i + 1]) end
   redis.call('SADD', KEYS[2], ARGV[1])
 end
+redis.call('INCR', KEYS[3])
 return {1, redis.call('HGETALL', KEYS[1])}
 """
 # Count firings by outcome in KEYS[1] (`pairs`: outcome, change, ...), dropping outcomes at 0.
@@ -170,6 +172,7 @@ class RedisSchedules(RedisRoom):
       firing:{id}        hash repr(slot) -> the firing's JSON, its times as repr strings (so a script's cjson
                          never rounds them)
       scheduler_alive    the latest time a firing loop noted
+      schedules_generation  a counter every save and delete of a schedule adds one to
     Floats are kept as `repr` text, which reads back to the same float: a cursor compares exactly.
     Times the store sets come from Redis `TIME`, the clock every replica shares.
     """
@@ -196,7 +199,7 @@ class RedisSchedules(RedisRoom):
         and counts kept); StaleRevision, nothing written, if `if_revision` is not the stored revision."""
         definition = {name: getattr(schedule, name) for name in _DEFINITION}
         saved, answer = self._save_schedule(
-            keys=[self._key("schedule", schedule.id), self._key("schedules")],
+            keys=[self._key("schedule", schedule.id), self._key("schedules"), self._key("schedules_generation")],
             args=[schedule.id, "" if if_revision is None else str(int(if_revision)), dumps(definition),
                   schedule.target, _float(schedule.cursor), dumps(list(schedule.running)),
                   *_pairs(schedule.counts)])
@@ -227,7 +230,13 @@ class RedisSchedules(RedisRoom):
         pipe = self._redis.pipeline(transaction=True)
         pipe.srem(self._key("schedules"), schedule_id)
         pipe.delete(*self._schedule_keys(schedule_id))
+        pipe.incr(self._key("schedules_generation"))
         return bool(pipe.execute()[0])
+
+    @unavailable
+    def schedules_generation(self) -> int:
+        """A number that changes whenever a schedule is saved or deleted, by any process on the store."""
+        return int(self._redis.get(self._key("schedules_generation")) or 0)
 
     @unavailable
     def advance(self, schedule_id: str, expected_cursor: float | None, cursor: float,

@@ -53,11 +53,17 @@ CREATE TABLE IF NOT EXISTS scheduler (
     name TEXT PRIMARY KEY,
     alive_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS schedule_generation (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL
+);
 CREATE INDEX IF NOT EXISTS schedules_by_target ON schedules (target, id);
 """
 _COLUMNS = ("id, target, target_kind, spec, inputs, policy, paused, note, revision, created_at, updated_at,"
             " cursor, origin, running, counts, principal")
 _FIRING_COLUMNS = "schedule_id, slot, outcome, run_id, fired_at, replica, count"
+_NEXT_GENERATION = ("INSERT INTO schedule_generation (id, generation) VALUES (1, 1)"
+                    " ON CONFLICT(id) DO UPDATE SET generation = generation + 1")
 
 
 def _schedule(row: tuple[Any, ...]) -> ScheduleRecord:
@@ -135,6 +141,7 @@ class SqliteSchedules:
                 db.execute("UPDATE schedules SET target = ?, target_kind = ?, spec = ?, inputs = ?, policy = ?,"
                            " paused = ?, note = ?, origin = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
                            (*definition, now, schedule.id))
+            db.execute(_NEXT_GENERATION)
             row = db.execute(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule.id,)).fetchone()
         return _schedule(row)
 
@@ -154,7 +161,15 @@ class SqliteSchedules:
     def delete_schedule(self, schedule_id: str) -> bool:
         with self._immediate() as db:
             db.execute("DELETE FROM firings WHERE schedule_id = ?", (schedule_id,))
-            return db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount > 0
+            deleted = db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount > 0
+            db.execute(_NEXT_GENERATION)
+            return deleted
+
+    def schedules_generation(self) -> int:
+        """A number that changes whenever a schedule is saved or deleted, by any process on the file."""
+        with self._read_lock:
+            row = self._read.execute("SELECT generation FROM schedule_generation WHERE id = 1").fetchone()
+        return 0 if row is None else int(row[0])
 
     def advance(self, schedule_id: str, expected_cursor: float | None, cursor: float,
                 firings: builtins.list[Firing], running: builtins.list[str] | None = None) -> bool:

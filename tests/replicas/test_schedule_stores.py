@@ -286,6 +286,23 @@ def test_the_clock_and_the_scheduler_beat(store: RunStorage, other: RunStorage) 
     assert store.scheduler_alive_at() == SLOT + 0.5
 
 
+def test_every_save_and_delete_moves_the_generation_other_processes_watch(store: RunStorage,
+                                                                          other: RunStorage) -> None:
+    seen = [other.schedules_generation()]
+    created = store.save_schedule(definition())
+    seen.append(other.schedules_generation())
+    store.save_schedule(definition(paused=True), if_revision=created.revision)  # pause, resume and update save
+    seen.append(other.schedules_generation())
+    assert store.advance("nightly", None, SLOT, [firing(SLOT)])  # firings are the loops' own: no change
+    seen.append(other.schedules_generation())
+    with pytest.raises(StaleRevision):
+        store.save_schedule(definition(), if_revision=1)  # refused: nothing written, nothing moved
+    seen.append(other.schedules_generation())
+    assert store.delete_schedule("nightly")
+    seen.append(other.schedules_generation())
+    assert seen[1] != seen[0] and seen[2] != seen[1] and seen[3] == seen[2] == seen[4] and seen[5] != seen[4]
+
+
 def test_an_older_sqlite_file_gains_the_schedule_tables(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite3"
     old = sqlite3.connect(path)

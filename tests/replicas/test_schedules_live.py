@@ -1,6 +1,7 @@
 """Schedules across real processes: three `ice-mcp serve --http` on one store (Redis, then one data folder)
-fire a 1-second schedule's 60 slots exactly once each while one of them is SIGKILLed at slot 30 and started
-again at slot 45; and the same with `--engine temporal` (a Temporal Schedule ticking beside the servers' loops),
+fire a 1-second schedule's 30 slots exactly once each while the server that created it, 13 s before, is
+SIGKILLed at slot 10 and started again at slot 20 (the others learn of a schedule within a second, not at
+their 30 s idle look); and the same with `--engine temporal` (a Temporal Schedule ticking beside the servers' loops),
 two workers running the runs."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mcp_helpers import subprocess_env
 
 from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
 
-SLOTS = 60
+SLOTS = 30
 
 
 def wait_until(moment: float) -> None:
@@ -72,10 +73,10 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
                                  spec={"every_seconds": 1, "start_at": start, "end_at": end},
                                  policy={"overlap": "allow_all"})
         assert created["id"] == "every_second"
-        wait_until(first + 29.5)
-        servers[1].kill()  # at slot 30
-        wait_until(first + 44.5)
-        servers[1].start()  # at slot 45
+        wait_until(first + 9.5)
+        servers[0].kill()  # at slot 10, 12.5 s after it created the schedule: only it was told at once
+        wait_until(first + 19.5)
+        servers[0].start()  # at slot 20
         wait_until(first + SLOTS + 3)
         history = servers[2].rpc("schedule.history", id="every_second", limit=200)["firings"]
         if kind == "temporal":  # the servers made it a Temporal Schedule, whose ticks came every second
@@ -87,6 +88,7 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
             server.stop()
         for other in reversed(others):
             other.stop()
+    assert [f for f in history if f["outcome"] == "missed"] == []
     started = [f for f in history if f["outcome"] == "started"]
     assert len(started) == SLOTS, [(f["slot"], f["outcome"]) for f in history if f["outcome"] != "started"]
     assert len({f["run_id"] for f in started}) == SLOTS

@@ -234,6 +234,28 @@ async def test_two_loops_on_one_store_fire_each_slot_once(orc: Orchestrator, reg
         await other.aclose()
 
 
+async def test_a_sleeping_loop_wakes_for_a_schedule_another_process_made(orc: Orchestrator, registry: Registry,
+                                                                         settings: Any,
+                                                                         seen: list[dict[str, Any]]) -> None:
+    register(orc)
+    other = Orchestrator(registry=registry, settings=settings)
+    try:
+        loop = FiringLoop(orc, store(orc))  # the store's (real) clock: it sleeps its idle 30 s
+        loop.start()
+        await asyncio.sleep(0.2)  # its first tick found nothing: it now sleeps until its idle look
+        assert orc.schedules.loop is None and other.schedules.loop is None  # no poke reaches `loop`
+        other.schedules.create(workflow="report", inputs={}, spec={"every_seconds": 1}, schedule_id="elsewhere")
+        for _ in range(100):  # the generation is read every 0.5 s; the next whole second's slot fires here
+            if any(f.outcome == "started" for f in store(orc).firings("elsewhere")):
+                break
+            await asyncio.sleep(0.05)
+        await loop.stop()
+        started = [f for f in store(orc).firings("elsewhere", limit=10) if f.outcome == "started"]
+        assert started and started[0].replica == orc.owner.owner_id and len(seen) >= 1
+    finally:
+        await other.aclose()
+
+
 async def test_pause_resume_trigger_and_delete(orc: Orchestrator, seen: list[dict[str, Any]]) -> None:
     register(orc)
     start = ts("2026-11-26T00:00:00Z")
