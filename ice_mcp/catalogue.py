@@ -10,6 +10,7 @@ from typing import Any
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.core.blueprints import check_blueprint, compile_plan
+from ice_mcp.core.effects import graph_effects
 from ice_mcp.core.executor import NodeType
 from ice_mcp.core.plan import Plan
 from ice_mcp.direct import agent_document
@@ -19,9 +20,11 @@ from ice_mcp.services import Services
 from ice_mcp.store.base import RunStorage, StoredRun
 from ice_mcp.store.records import NETWORK_ID_PREFIX
 from ice_mcp.tools.registry import Registry
+from ice_mcp.types import EFFECTFUL, Effects
 
 logger = logging.getLogger("ice_mcp.orchestrator")  # the orchestrator's log, as before the catalogue had a module
 Target = str | Blueprint | Mapping[str, Any] | Path
+MAX_EFFECTS_DEPTH = 8  # workflows running workflows deeper than this may do anything, as far as hints go
 
 
 class Catalogue:
@@ -43,6 +46,10 @@ class Catalogue:
         # A tool or workflow that changed may change what a cached plan's checks said: compile again.
         self._plans.clear()
         self._agent_plans.clear()
+
+    def workflow_effects(self, name: str) -> Effects:
+        """What running a registered workflow may do, from what its nodes' types declare (unknown: anything)."""
+        return _EffectsReader(self.registry, self._node_types).workflow_effects(name)
 
     # -- plans ----------------------------------------------------------------------------------------
 
@@ -178,3 +185,28 @@ class Catalogue:
 
 def _is_name(text: str) -> bool:
     return text.isidentifier() and "\n" not in text
+
+
+class _EffectsReader:
+    """The tools and workflows a node's effects may name, read from the registry, nested workflows included."""
+
+    def __init__(self, registry: Registry, node_types: Mapping[str, NodeType]) -> None:
+        self._registry, self._node_types, self._depth = registry, node_types, 0
+
+    def tool_effects(self, name: str) -> Effects | None:
+        entry = self._registry.tools.get(name)
+        if entry is None:
+            return None
+        hints = entry.annotations
+        return Effects(read_only=hints.read_only, destructive=hints.destructive,
+                       idempotent=hints.idempotent or hints.read_only, open_world=hints.open_world)
+
+    def workflow_effects(self, name: str) -> Effects:
+        entry = self._registry.workflows.get(name)
+        if entry is None or self._depth > MAX_EFFECTS_DEPTH:
+            return EFFECTFUL
+        self._depth += 1
+        try:
+            return graph_effects(entry.blueprint.nodes, self._node_types, self)
+        finally:
+            self._depth -= 1

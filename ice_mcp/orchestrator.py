@@ -50,6 +50,7 @@ from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs
 from ice_mcp.tracing import begin_run
+from ice_mcp.types import Effects
 
 if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
@@ -67,18 +68,10 @@ class Orchestrator(NetworkRuns):
     (default: `settings.engine`, the embedded engine unless it names another).
     """
 
-    def __init__(
-        self,
-        *,
-        registry: Registry | None = None,
-        settings: Settings | None = None,
-        store: RunStorage | None = None,
-        builtin_tools: bool = True,
-        sleep: Sleep = asyncio.sleep,
-        node_types: Iterable[NodeType] | None = None,
-        llm: LLMService | None = None,
-        engine: Engine | None = None,
-    ) -> None:
+    def __init__(self, *, registry: Registry | None = None, settings: Settings | None = None,
+                 store: RunStorage | None = None, builtin_tools: bool = True, sleep: Sleep = asyncio.sleep,
+                 node_types: Iterable[NodeType] | None = None, llm: LLMService | None = None,
+                 engine: Engine | None = None) -> None:
         self.settings = settings or Settings.from_env()
         self.registry = registry if registry is not None else Registry()
         if builtin_tools:
@@ -148,6 +141,10 @@ class Orchestrator(NetworkRuns):
     def workflow_plan(self, name: str) -> Plan:
         """A registered workflow's plan, compiled on first use and kept with it; raises UnknownName."""
         return self._catalogue.workflow_plan(name)
+
+    def workflow_effects(self, name: str) -> Effects:
+        """What running a registered workflow may do (read-only, idempotent, open-world), from its node types."""
+        return self._catalogue.workflow_effects(name)
 
     def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
                            ) -> Blueprint:

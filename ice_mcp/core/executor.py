@@ -12,12 +12,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ice_mcp.types import NodeResult
+from ice_mcp.types import Effects, NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
     from ice_mcp.blueprint.models import NodeSpec
     from ice_mcp.core.context import RunContext, Spend, SubgraphResult
+    from ice_mcp.core.effects import EffectsContext
     from ice_mcp.core.plan import PlanNode
     from ice_mcp.core.questions import Questions
     from ice_mcp.core.templates import Compiled, Scope
@@ -108,16 +109,20 @@ class CheckContext(Protocol):
 NodeCheck = Callable[["NodeSpec", "CheckContext"], "list[ValidationIssue]"]
 # (spec, context, the estimate of the node's sub-graphs) -> the node's estimate
 NodeEstimate = Callable[["NodeSpec", "CheckContext", "CostEstimate"], "CostEstimate"]
+# (spec, context) -> what this node may do, when it depends on the node (the tool it calls, the workflow it runs)
+NodeEffects = Callable[["NodeSpec", "EffectsContext"], Effects]
 
 
 @dataclass(frozen=True, slots=True)
 class NodeType:
-    """A node type the engine can run: its executor plus optional validation and estimate."""
+    """A node type the engine can run: its executor plus optional validation, estimate and effects."""
 
     name: str
     execute: NodeExecutor
     check: NodeCheck | None = None
     estimate: NodeEstimate | None = None
+    # What a node of this type may do (the read-only gate and MCP's hints read it); None: anything.
+    effects: Effects | NodeEffects | None = None
     # The executor enforces `timeout_seconds` itself (a `human` node's deadline outlives restarts), so the
     # runner sets no per-attempt timeout around it.
     own_timeout: bool = False

@@ -19,7 +19,7 @@ from ice_mcp.memory.types import MemoryUnavailable
 from ice_mcp.nodes.llm import as_text, llm_failure, model_issues
 from ice_mcp.services import Services
 from ice_mcp.tools.context import ToolCall
-from ice_mcp.types import NodeResult
+from ice_mcp.types import EFFECTFUL, NodeResult
 
 # Tokens a tool result is assumed to add to the conversation per turn, for the estimate.
 TOOL_RESULT_ALLOWANCE_TOKENS = 500
@@ -163,4 +163,6 @@ def estimate_agent(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> Cost
     return CostEstimate(llm_calls_min=1, llm_calls_max=definition.max_iterations, usd_min=low, usd_max=high)
 
 
-AGENT_NODE = NodeType(name="agent", execute=execute_agent, check=check_agent, estimate=estimate_agent)
+# An agent picks its own tools at run time: whatever they may do, it may.
+AGENT_NODE = NodeType(name="agent", execute=execute_agent, check=check_agent, estimate=estimate_agent,
+                      effects=EFFECTFUL)

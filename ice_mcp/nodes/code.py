@@ -8,7 +8,7 @@ from ice_mcp.blueprint.models import CodeNode
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
 from ice_mcp.sandbox import require_runtime
-from ice_mcp.types import NodeResult
+from ice_mcp.types import PURE, NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.sandbox import Sandbox
@@ -37,4 +37,4 @@ async def execute_code(call: NodeCall) -> NodeResult:
     return NodeResult(output=outcome.as_output())
 
 
-CODE_NODE = NodeType(name="code", execute=execute_code)
+CODE_NODE = NodeType(name="code", execute=execute_code, effects=PURE)  # the sandbox has no files, network or clock to touch

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.nodes.expressions import evaluate
-from ice_mcp.types import NodeResult
+from ice_mcp.types import PURE, NodeResult
 
 
 async def execute_condition(call: NodeCall) -> NodeResult:
     return NodeResult({"result": bool(await evaluate(call, "expression"))})
 
 
-CONDITION_NODE = NodeType(name="condition", execute=execute_condition)
+CONDITION_NODE = NodeType(name="condition", execute=execute_condition, effects=PURE)

@@ -21,7 +21,7 @@ from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.core.questions import Question
 from ice_mcp.errors import NodeFailure
 from ice_mcp.store.records import iso
-from ice_mcp.types import NodeResult
+from ice_mcp.types import Effects, NodeResult
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -103,4 +103,6 @@ def check_human(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
     return issues
 
 
-HUMAN_NODE = NodeType(name="human", execute=execute_human, check=check_human, own_timeout=True)
+# A person answers from outside, and not the same answer twice.
+HUMAN_NODE = NodeType(name="human", execute=execute_human, check=check_human, own_timeout=True,
+                      effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True))

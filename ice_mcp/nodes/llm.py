@@ -16,7 +16,7 @@ from ice_mcp.llm.pricing import call_cost_range, estimate_tokens
 from ice_mcp.llm.service import DEFAULT_MAX_TOKENS, LLMService
 from ice_mcp.llm.structured import check_schema
 from ice_mcp.llm.types import ChatRequest, Message
-from ice_mcp.types import NodeResult
+from ice_mcp.types import Effects, NodeResult
 
 
 def as_text(value: Any) -> str:
@@ -118,4 +118,6 @@ def estimate_llm(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> CostEs
     return CostEstimate(llm_calls_min=1, llm_calls_max=2, usd_min=low, usd_max=high + repair_high)
 
 
-LLM_NODE = NodeType(name="llm", execute=execute_llm, check=check_llm, estimate=estimate_llm)
+# A model call changes nothing here, but it reaches a provider and answers differently each time.
+LLM_NODE = NodeType(name="llm", execute=execute_llm, check=check_llm, estimate=estimate_llm,
+                    effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True))

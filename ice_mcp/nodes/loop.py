@@ -11,7 +11,7 @@ from ice_mcp.core.context import SubgraphResult
 from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure
 from ice_mcp.nodes.concurrency import run_bounded
-from ice_mcp.types import NodeResult, Usage
+from ice_mcp.types import PURE, NodeResult, Usage
 
 
 async def execute_loop(call: NodeCall) -> NodeResult:
@@ -44,4 +44,4 @@ def estimate_loop(spec: NodeSpec, ctx: CheckContext, body: CostEstimate) -> Cost
     return body.times(0, spec.max_iterations)
 
 
-LOOP_NODE = NodeType(name="loop", execute=execute_loop, estimate=estimate_loop)
+LOOP_NODE = NodeType(name="loop", execute=execute_loop, estimate=estimate_loop, effects=PURE)  # its body: its own nodes

@@ -10,7 +10,7 @@ from ice_mcp.core.context import SubgraphResult
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.errors import NodeFailure, RunStopped
 from ice_mcp.nodes.concurrency import run_bounded
-from ice_mcp.types import NodeResult, Usage
+from ice_mcp.types import PURE, NodeResult, Usage
 
 
 async def execute_parallel(call: NodeCall) -> NodeResult:
@@ -56,4 +56,4 @@ def _result(output: dict[str, Any], runs: list[SubgraphResult]) -> NodeResult:
     return NodeResult(output, sum(run.cost_usd for run in runs), usage)
 
 
-PARALLEL_NODE = NodeType(name="parallel", execute=execute_parallel)
+PARALLEL_NODE = NodeType(name="parallel", execute=execute_parallel, effects=PURE)  # its branches: their own nodes

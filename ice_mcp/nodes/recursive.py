@@ -7,13 +7,14 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import AgentNode, NodeSpec, RecursiveNode
+from ice_mcp.core.effects import EffectsContext
 from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.templates import Constant
 from ice_mcp.errors import NodeFailure
 from ice_mcp.nodes.expressions import evaluate
 from ice_mcp.nodes.workflow import check_workflow_ref, workflow_estimate
-from ice_mcp.types import NodeResult, Usage
+from ice_mcp.types import EFFECTFUL, PURE, Effects, NodeResult, Usage
 
 
 def recursive_node_type(agent: NodeType | None) -> NodeType:
@@ -80,5 +81,11 @@ def recursive_node_type(agent: NodeType | None) -> NodeType:
         step = workflow_estimate(spec.workflow_ref, ctx) if spec.workflow_ref else body
         return step.times(1, spec.max_iterations)
 
+    def effects_recursive(spec: NodeSpec, ctx: EffectsContext) -> Effects:
+        assert isinstance(spec, RecursiveNode)
+        if spec.workflow_ref:
+            return ctx.workflow_effects(spec.workflow_ref)
+        return EFFECTFUL if spec.agent else PURE  # a body's nodes count as the graph's own
+
     return NodeType(name="recursive", execute=execute_recursive, check=check_recursive,
-                    estimate=estimate_recursive)
+                    estimate=estimate_recursive, effects=effects_recursive)

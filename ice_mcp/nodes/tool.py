@@ -7,6 +7,7 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, ToolNode
+from ice_mcp.core.effects import EffectsContext
 from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.core.templates import (
     Compiled,
@@ -21,7 +22,7 @@ from ice_mcp.errors import NodeFailure, UnknownName
 from ice_mcp.services import Services
 from ice_mcp.tools.context import CURRENT_CALL
 from ice_mcp.tools.registry import SchemaToolEntry, ToolEntry, as_object
-from ice_mcp.types import NodeResult
+from ice_mcp.types import EFFECTFUL, Effects, NodeResult
 
 
 async def execute_tool(call: NodeCall) -> NodeResult:
@@ -132,4 +133,10 @@ def _argument_problems(entry: ToolEntry, arguments: dict[str, Any]) -> list[tupl
     return []
 
 
-TOOL_NODE = NodeType(name="tool", execute=execute_tool, check=check_tool)
+def tool_effects(spec: NodeSpec, ctx: EffectsContext) -> Effects:
+    """What the named tool declares; a tool unknown here may do anything."""
+    assert isinstance(spec, ToolNode)
+    return ctx.tool_effects(spec.tool_name) or EFFECTFUL
+
+
+TOOL_NODE = NodeType(name="tool", execute=execute_tool, check=check_tool, effects=tool_effects)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue
 from ice_mcp.blueprint.models import NodeSpec, RecursiveNode, WorkflowNode
+from ice_mcp.core.effects import EffectsContext
 from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.errors import NodeFailure, UnknownName
-from ice_mcp.types import NodeResult
+from ice_mcp.types import Effects, NodeResult
 
 
 async def execute_workflow(call: NodeCall) -> NodeResult:
@@ -42,5 +43,10 @@ def estimate_workflow(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> C
     return workflow_estimate(spec.workflow_ref, ctx)
 
 
+def effects_workflow(spec: NodeSpec, ctx: EffectsContext) -> Effects:
+    assert isinstance(spec, WorkflowNode)
+    return ctx.workflow_effects(spec.workflow_ref)
+
+
 WORKFLOW_NODE = NodeType(name="workflow", execute=execute_workflow, check=check_workflow_ref,
-                         estimate=estimate_workflow)
+                         estimate=estimate_workflow, effects=effects_workflow)

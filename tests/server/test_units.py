@@ -1,4 +1,4 @@
-"""Pure pieces of the MCP layer: names, schemas, annotations, diagrams, documents."""
+"""Pure pieces of the MCP layer: names, schemas, diagrams, documents (annotations: test_effects.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import pytest
 
 from ice_mcp import Orchestrator, Settings
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.server.protocol.annotations import workflow_annotations
 from ice_mcp.server.protocol.diagram import mermaid
 from ice_mcp.server.protocol.documents import DocumentError, parse_document
 from ice_mcp.server.protocol.naming import advertised_name, parse_canonical
 from ice_mcp.server.protocol.schema import flatten_schema
-from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 
 PORTABLE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -62,50 +60,6 @@ def test_flatten_schema() -> None:
     assert flatten_schema(recursive)["type"] == "object"
     assert flatten_schema({"type": "string"}) == {"type": "object", "properties": {}}
     assert flatten_schema(None) == {"type": "object", "properties": {}}
-
-
-def test_annotations_follow_the_nodes() -> None:
-    registry = Registry()
-    register_builtin_tools(registry)
-    reader = Blueprint.model_validate(
-        {
-            "name": "r",
-            "nodes": [
-                {"id": "a", "type": "tool", "tool_name": "csv_reader", "tool_args": {"path": "x"}}
-            ],
-        }
-    )
-    ann = workflow_annotations(reader, registry)
-    assert (ann.read_only_hint, ann.destructive_hint, ann.open_world_hint) == (True, False, False)
-    writer = Blueprint.model_validate(
-        {
-            "name": "w",
-            "nodes": [
-                {"id": "a", "type": "tool", "tool_name": "csv_reader", "tool_args": {"path": "x"}},
-                {
-                    "id": "l",
-                    "type": "loop",
-                    "items": "{{ a.rows }}",
-                    "body": [
-                        {
-                            "id": "f",
-                            "type": "tool",
-                            "tool_name": "http_request",
-                            "tool_args": {"url": "http://x"},
-                        },
-                        {
-                            "id": "w",
-                            "type": "tool",
-                            "tool_name": "file_write",
-                            "tool_args": {"path": "o", "text": "t"},
-                        },
-                    ],
-                },
-            ],
-        }
-    )
-    ann = workflow_annotations(writer, registry)
-    assert (ann.read_only_hint, ann.destructive_hint, ann.open_world_hint) == (False, True, True)
 
 
 def test_mermaid_diagram() -> None:

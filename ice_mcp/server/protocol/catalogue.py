@@ -121,7 +121,7 @@ class Catalogue:
                 description=bp.description or f"Run the workflow {name}.",
                 input_schema=workflow_inputs_schema(bp, plan),
                 output_schema=workflow_result_schema(bp.outputs, plan.graph.sinks if plan is not None else ()),
-                annotations=workflow_annotations(bp, registry, title=cid),
+                annotations=workflow_annotations(self._orc.workflow_effects(name), title=cid),
                 _meta=self._meta("workflow", name),
             )
             out.append(Entry(tool.name, "workflow", name, tool, pinned=self._pinned(name, bp)))
