@@ -68,13 +68,15 @@ def samples_in(workspace: Path) -> list[str]:
     return [relative.as_posix() for relative in found if (workspace / relative).is_file()]
 
 
-def workspace_note(workspace: Path) -> str:
+def workspace_note(workspace: Path, *, named: bool = True) -> str:
     """What an MCP client is told about the workspace (appended to the server's instructions): where file paths
-    point, how to choose another folder, and the samples it holds."""
+    point (its absolute path only when `named`: a remote caller has no business with the server's folders), how
+    to list its files or choose another folder, and the samples it holds."""
     root = workspace.resolve()
-    note = (f" File paths (csv_reader, file_read, file_write, the workflows' `path` inputs) are relative to the "
-            f"workspace {root}, the only folder they reach; the server's --workspace DIR or ICE_MCP_WORKSPACE sets "
-            "another.")
+    where = f"the workspace {root}" if named else "the server's workspace"
+    note = (f" File paths (csv_reader, file_read, file_write, the workflows' `path` inputs) are relative to "
+            f"{where}, the only folder they reach; tool_file_list lists its files; the server's --workspace DIR "
+            "or ICE_MCP_WORKSPACE sets another.")
     samples = samples_in(root)
     if samples:
         note += f" It holds sample files to try the workflows on: {', '.join(samples)}."

@@ -19,6 +19,8 @@ class Settings:
 
     data_dir: Path = field(default_factory=_default_data_dir)
     workspace: Path = field(default_factory=Path.cwd)
+    # Errors and the MCP instructions may name the workspace's absolute path: not where callers are remote (HTTP).
+    name_workspace: bool = True
     max_workflow_depth: int = 8
     http_max_bytes: int = 10 * 1024 * 1024
     http_timeout_seconds: float = 30.0

@@ -217,6 +217,7 @@ def _options(args: argparse.Namespace) -> ServerOptions:
 def serve_settings(args: argparse.Namespace) -> Settings:
     """The settings `serve` runs with: its arguments over the environment's."""
     return Settings.from_env(data_dir=getattr(args, "data_dir", None), workspace=getattr(args, "workspace", None),
+                             name_workspace=not getattr(args, "http", False),  # over HTTP callers are remote
                              state_url=getattr(args, "state", None),
                              max_concurrent_runs=getattr(args, "max_runs", None),
                              sandbox_expressions=getattr(args, "sandbox_expressions", False) or None,

@@ -75,8 +75,32 @@ async def test_csv_reader_missing_file(orc: Orchestrator, settings: Settings) ->
     workspace = str(settings.workspace.resolve())
     assert node.error == {"code": "not_found", "message": (
         f"no file 'nope.csv' in the workspace {workspace} (paths are relative to it; "
-        "the server's --workspace DIR or ICE_MCP_WORKSPACE sets another)"),
+        "the server's --workspace DIR or ICE_MCP_WORKSPACE sets another; file_list lists its files)"),
         "details": {"path": "nope.csv", "workspace": workspace}}
+
+
+async def test_a_remote_servers_file_errors_name_no_folder(orc: Orchestrator, settings: Settings) -> None:
+    settings.name_workspace = False  # as `serve --http` sets it: callers are remote
+    node = await call(orc, "csv_reader", path="nope.csv")
+    assert node.error == {"code": "not_found", "message": (
+        "no file 'nope.csv' in the server's workspace (paths are relative to it; "
+        "the server's --workspace DIR or ICE_MCP_WORKSPACE sets another; file_list lists its files)"),
+        "details": {"path": "nope.csv"}}
+    node = await call(orc, "file_read", path="../secret.txt")
+    assert node.error is not None and node.error["details"] == {"path": "../secret.txt"}
+    assert str(settings.workspace.resolve()) not in node.error["message"]
+
+
+async def test_file_list_lists_the_workspace_relative_to_it(orc: Orchestrator, settings: Settings) -> None:
+    (settings.workspace / "in" / "deep").mkdir(parents=True)
+    (settings.workspace / "in" / "a.csv").write_text("x\n1\n")
+    (settings.workspace / "in" / "deep" / "b.csv").write_text("x\n")
+    (settings.workspace / "in" / "notes.txt").write_text("hello")
+    node = await call(orc, "file_list", folder="in", pattern="*.csv")
+    assert node.output == {"files": [{"path": "in/a.csv", "bytes": 4}, {"path": "in/deep/b.csv", "bytes": 2}],
+                           "truncated": False}
+    assert (await call(orc, "file_list", folder="../")).error["code"] == "forbidden"  # type: ignore[index]
+    assert (await call(orc, "file_list", folder="in/notes.txt")).error["code"] == "invalid_arguments"  # type: ignore[index]
 
 
 # -- json_query -------------------------------------------------------------

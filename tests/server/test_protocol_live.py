@@ -1,5 +1,6 @@
 """Protocol edges against a real server subprocess: session floods, duplicate ids, Host parsing, /rpc
-values that used to crash, Authorization read once, read-only, and malformed lines over stdio.
+values that used to crash, Authorization read once, read-only (the workspace's path told to admins only), and
+malformed lines over stdio.
 
 Each hostile HTTP call runs while a second client times /healthz (it must answer within 100 ms)."""
 
@@ -257,8 +258,12 @@ def test_host_and_origin_are_parsed_strictly(tmp_path: Path) -> None:
                 json=INITIALIZE,
                 headers={**JSON_HEADERS, "Origin": f"http://127.0.0.1:{port}@evil.example"},
             )
+            # The workspace's path: the run view tells an admin, and no one else.
+            viewer = http.get(f"{url}/ui/api/session").json()
+            admin = http.get(f"{url}/ui/api/session", headers={"Authorization": f"Bearer {ADMIN}"}).json()
         watch.assert_responsive()
         assert origin.status_code == 403
+        assert viewer["workspace"] is None and admin["workspace"] == str(tmp_path.resolve())
         ok = http.post(f"{url}/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Host": f"localhost:{port}"})
         assert ok.status_code == 200
 
@@ -366,6 +371,18 @@ async def test_read_only_http_offers_and_runs_only_read_only_tools(tmp_path: Pat
                 assert refused.is_error and "read-only" in refused.content[0].text
                 ok = await client.call_tool("workflow_steps", {"word": "ro"})
                 assert structured(ok)["outputs"] == {"upper": "RO"}
+                # A remote caller is told "the server's workspace" and how to list it, never the folder's path.
+                root = str(tmp_path.resolve())
+                assert client.instructions is not None
+                assert root not in client.instructions
+                assert "the server's workspace" in client.instructions
+                listed = structured(await client.call_tool("tool_file_list", {"pattern": "*.csv"}))["outputs"]
+                size = (tmp_path / "data" / "sales.csv").stat().st_size
+                assert listed["result"] == {"files": [{"path": "data/sales.csv", "bytes": size}], "truncated": False}
+                missing = await client.call_tool("tool_csv_reader", {"path": "nope.csv"})
+                text = missing.content[0].text  # type: ignore[union-attr]
+                assert missing.is_error and "no file 'nope.csv' in the server's workspace" in text
+                assert root not in text and root not in json.dumps(missing.structured_content)
             with httpx2.Client(timeout=30) as http:
                 for method, params in (
                     ("network.execute", {"manifest": "name: x"}),

@@ -243,7 +243,8 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         options.name,
         version=options.version,
         title="ice_mcp",
-        instructions=INSTRUCTIONS + workspace_note(orc.settings.workspace),  # where file paths point
+        # Where file paths point: named over stdio, "the server's workspace" to callers over HTTP.
+        instructions=INSTRUCTIONS + workspace_note(orc.settings.workspace, named=orc.settings.name_workspace),
         get_tool_input_schema=catalogue.input_schema,
         on_list_tools=list_tools,
         on_list_resources=list_resources,

@@ -120,7 +120,7 @@ def create_http_app(
             Route("/", root, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             *_counted(hook_routes(orc), orc.prometheus.hook_delivery),
-            *ui_routes(orc, _ui_config(server, options, token_configured=bool(token)), security),
+            *ui_routes(orc, _ui_config(orc, server, options, token_configured=bool(token)), security),
         ],
         lifespan=lambda _app: manager.run(),
     )
@@ -172,7 +172,7 @@ def _scope_of(server: Any) -> Callable[[str, Any], str]:
     return lambda path, message: needed_scope(path, message, tool_scope, rpc_scope)
 
 
-def _ui_config(server: Any, options: ServerOptions, *, token_configured: bool = False) -> UiConfig:
+def _ui_config(orc: Any, server: Any, options: ServerOptions, *, token_configured: bool = False) -> UiConfig:
     """The page may start what `/mcp` may run (read-only: only read-only workflows)."""
     calls = server.ice_calls
 
@@ -181,4 +181,5 @@ def _ui_config(server: Any, options: ServerOptions, *, token_configured: bool = 
         return tool is not None and calls.refusal(tool) is None
 
     return UiConfig(admin_token=options.admin_token, read_only=options.read_only, startable=startable,
-                    oauth=options.oauth is not None, token_configured=token_configured)
+                    oauth=options.oauth is not None, token_configured=token_configured,
+                    workspace=str(orc.settings.workspace.resolve()))

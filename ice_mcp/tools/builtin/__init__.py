@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ice_mcp.tools.builtin.data import json_query, render_template
-from ice_mcp.tools.builtin.files import csv_reader, file_read, file_write
+from ice_mcp.tools.builtin.files import csv_reader, file_list, file_read, file_write
 from ice_mcp.tools.builtin.llm_tools import register_llm_tools
 from ice_mcp.tools.builtin.mail import email_send
 from ice_mcp.tools.builtin.net import http_request
@@ -28,6 +28,7 @@ BUILTIN_TOOLS = (
     (csv_reader, READ_ONLY, True),
     (file_read, READ_ONLY, True),
     (file_write, ToolAnnotations(destructive=True), True),
+    (file_list, READ_ONLY, True),
     (json_query, READ_ONLY, False),
     (render_template, READ_ONLY, False),
     (http_request, ToolAnnotations(open_world=True), False),

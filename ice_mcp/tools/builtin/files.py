@@ -1,11 +1,11 @@
-"""File tools confined to the configured workspace folder: csv_reader, file_read, file_write."""
+"""File tools confined to the configured workspace folder: csv_reader, file_read, file_write, file_list."""
 
 from __future__ import annotations
 
 import csv
 import io
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import Field
 
@@ -32,16 +32,24 @@ def workspace_path(relative: str, *, must_exist: bool = True) -> Path:
     if not resolved.is_relative_to(root):
         raise _outside(relative, root)
     if must_exist and not resolved.exists():
-        raise NodeFailure(f"no file {relative!r} in the workspace {root} (paths are relative to it; "
-                          f"{CHANGE_WORKSPACE})", code="not_found", retryable=False,
-                          details={"path": relative, "workspace": str(root)})
+        raise NodeFailure(f"no file {relative!r} in {_workspace(root)} (paths are relative to it; "
+                          f"{CHANGE_WORKSPACE}; file_list lists its files)", code="not_found", retryable=False,
+                          details=_details(relative, root))
     return resolved
 
 
+def _workspace(root: Path) -> str:
+    """The workspace as an error names it: its absolute path only where callers are local (stdio, the CLI)."""
+    return f"the workspace {root}" if current_settings().name_workspace else "the server's workspace"
+
+
+def _details(relative: str, root: Path) -> dict[str, str]:
+    return {"path": relative, "workspace": str(root)} if current_settings().name_workspace else {"path": relative}
+
+
 def _outside(relative: str, root: Path) -> NodeFailure:
-    return NodeFailure(f"path {relative!r} is outside the workspace {root} (file tools use only that folder; "
-                       f"{CHANGE_WORKSPACE})", code="forbidden", retryable=False,
-                       details={"path": relative, "workspace": str(root)})
+    return NodeFailure(f"path {relative!r} is outside {_workspace(root)} (file tools use only that folder; "
+                       f"{CHANGE_WORKSPACE})", code="forbidden", retryable=False, details=_details(relative, root))
 
 
 def _read_text(path: Path, encoding: str) -> str:
@@ -96,3 +104,36 @@ def file_write(
     with resolved.open("a" if append else "w", encoding=encoding) as handle:
         handle.write(text)
     return {"path": path, "bytes": len(text.encode(encoding)), "appended": append}
+
+
+MAX_LISTED = 1000  # files one file_list answers; `truncated` says there were more
+
+
+class ListedFile(TypedDict):
+    path: str  # relative to the workspace
+    bytes: int
+
+
+class FileList(TypedDict):
+    files: list[ListedFile]
+    truncated: bool
+
+
+def file_list(
+    folder: Annotated[str, Field(description="Folder to list, relative to the workspace")] = ".",
+    pattern: Annotated[str, Field(description="Glob the file names match, e.g. *.csv")] = "*",
+) -> FileList:
+    """List the workspace's files under `folder` (sub-folders included), paths relative to the workspace;
+    at most 1000, in path order."""
+    root = current_settings().workspace.resolve()
+    base = workspace_path(folder)
+    if not base.is_dir():
+        raise NodeFailure(f"{folder!r} is not a folder", code="invalid_arguments", retryable=False)
+    found: list[ListedFile] = []
+    for path in sorted(base.rglob(pattern)):
+        if not path.is_file() or not path.resolve().is_relative_to(root):  # a link out of the workspace: unlisted
+            continue
+        if len(found) == MAX_LISTED:
+            return {"files": found, "truncated": True}
+        found.append({"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size})
+    return {"files": found, "truncated": False}

@@ -74,6 +74,7 @@ class UiConfig:
     mode: str = "server"
     oauth: bool = False  # callers sign in: cancelling or retrying one's own run needs ice:run, not the admin token
     token_configured: bool = False  # ICE_MCP_TOKEN: every request needs a token, so the page has a Token dialog
+    workspace: str | None = None  # the workspace's absolute path: told to admins only (file paths are relative to it)
 
 
 class UiError(IceError):
@@ -378,7 +379,8 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
                       "admin_configured": bool(config.admin_token), "token_configured": config.token_configured,
                       "oauth": config.oauth, "can_start": can_start,
                       "role": "admin" if admin else "viewer", "role_note": role_note(config, admin, can_start),
-                      "controls_note": None if admin else controls_note(config)})
+                      "controls_note": None if admin else controls_note(config),
+                      "workspace": config.workspace if admin else None})
 
     async def runs(request: Request) -> Response:
         query = request.query_params
