@@ -25,11 +25,12 @@ from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
 from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
 from ice_mcp.principals import acting_id, may_see
-from ice_mcp.signing import Unverified, new_secret, verify
+from ice_mcp.signing import Unverified, new_secret, secret_problem, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
 from ice_mcp.store.records import iso
 
 if TYPE_CHECKING:
+    from ice_mcp.core.plan import Plan
     from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.store.base import RunStorage
 
@@ -75,9 +76,14 @@ class Hooks:
     # -- managing ---------------------------------------------------------------------------------------
 
     def create(self, *, workflow: str | None = None, network: str | None = None,
-               inputs: Mapping[str, Any] | None = None, auth: str = "standard", hook_id: str | None = None
-               ) -> dict[str, Any]:
-        """Check everything, then keep the hook; its secret is in this answer only."""
+               inputs: Mapping[str, Any] | None = None, body_input: str | None = None, auth: str = "standard",
+               hook_id: str | None = None, secret: str | None = None) -> dict[str, Any]:
+        """Check everything, then keep the hook; its secret (`secret`: the sender's own, as Stripe makes one;
+        default: a new one) is in this answer only.
+
+        How a delivery becomes the workflow's inputs: `inputs` (name -> template over `trigger.body`,
+        `trigger.headers`, `trigger.query`) and/or `body_input` (the input that takes the whole body); with
+        neither, the body's top-level fields the workflow declares (the rest ignored)."""
         errors: list[dict[str, str]] = []
         hook_id = hook_id or f"h_{uuid.uuid4().hex[:12]}"
         if not HOOK_ID_TEXT.match(hook_id):
@@ -92,27 +98,24 @@ class Hooks:
                            **_hint(nearest(workflow, self._orc.registry.workflows))})
         if auth not in AUTHS:
             errors.append({"path": "auth", "message": f"one of {', '.join(AUTHS)}"})
-        if inputs is not None:
-            try:
-                names = compile_value(dict(inputs)).names
-            except TemplateCompileError as exc:
-                errors.append({"path": "inputs", "message": str(exc)})
-            else:
-                if names - {"trigger"}:
-                    errors.append({"path": "inputs", "message": "templates here read only `trigger` (body, "
-                                                                f"headers, query), not {sorted(names - {'trigger'})}"})
-        if network and inputs:
-            errors.append({"path": "inputs", "message": "a network takes no inputs"})
+        target_plan = None
+        if workflow and not network and workflow in self._orc.registry.workflows:
+            with contextlib.suppress(IceError):  # a workflow that does not compile refuses each delivery instead
+                target_plan = self._orc.workflow_plan(workflow)
+        errors += _mapping_problems(inputs, body_input, target_plan, network=bool(network))
+        if secret is not None and (problem := secret_problem(auth, secret)):
+            errors.append({"path": "secret", "message": problem})
         if errors:
             raise HookInvalid(every_problem(f"{errors[0]['path']}: {errors[0]['message']}", len(errors)),
                               details={"errors": errors})
         if self.store.hook(hook_id) is not None:
             raise IceError(f"a webhook {hook_id!r} exists: delete it first", code="webhook_exists",
                            details={"id": hook_id})
-        secret = new_secret()
+        secret = secret if secret is not None else new_secret()
         hook = HookRecord(hook_id, str(workflow or network), "network" if network else "workflow",
                           auth=cast(Auth, auth), inputs=dict(inputs) if inputs is not None else None,
-                          secrets=[HookSecret(secret)], created_at=self.clock(), principal=acting_id())
+                          body_input=body_input, secrets=[HookSecret(secret)], created_at=self.clock(),
+                          principal=acting_id())
         self.store.save_hook(hook)
         return {**self._summary(hook), "secret": secret}
 
@@ -245,21 +248,24 @@ class Hooks:
             return _refusal(415, "unsupported_media_type", "send application/json or a form")
         if hook.target_kind == "network":
             return {}
-        if hook.inputs is not None:
-            seen = {"kind": "webhook", "hook_id": hook.id, "delivery_id": delivery_id, "body": parsed,
-                    "headers": dict(headers), "query": dict(query)}
-            try:
-                inputs = compile_value(hook.inputs).render(Scope({"trigger": seen}))
-            except IceError as exc:
-                return _refusal(422, "inputs_invalid", f"inputs: {exc.message}")
-        elif isinstance(parsed, dict):
-            inputs = parsed
-        else:
-            return _refusal(422, "inputs_invalid", "the body must be a JSON object (the workflow's inputs)")
         try:
             plan = self._orc.workflow_plan(hook.target)
         except IceError as exc:
             return _refusal(422, exc.code, exc.message)
+        if hook.inputs is not None or hook.body_input is not None:
+            seen = {"kind": "webhook", "hook_id": hook.id, "delivery_id": delivery_id, "body": parsed,
+                    "headers": dict(headers), "query": dict(query)}
+            inputs, failed = _render_inputs(hook.inputs or {}, Scope({"trigger": seen}))
+            if failed:
+                return _refusal(422, "inputs_invalid", f"{failed[0]['path']}: {failed[0]['message']}", issues=failed)
+            if hook.body_input is not None:
+                inputs[hook.body_input] = parsed
+        elif isinstance(parsed, dict):
+            declared = _declared(plan)  # a sender's other fields are not the workflow's business: left out
+            inputs = parsed if declared is None else {k: v for k, v in parsed.items() if k in declared}
+        else:
+            return _refusal(422, "inputs_invalid", "the body must be a JSON object (its fields the workflow declares "
+                                                   "are the inputs), or give the webhook a body_input")
         prepared, problems = plan.prepare_inputs(inputs)
         if problems:
             return _refusal(422, "inputs_invalid", f"{problems[0]['path'] or 'inputs'}: {problems[0]['message']}",
@@ -282,7 +288,8 @@ class Hooks:
     def _summary(self, hook: HookRecord) -> dict[str, Any]:
         now = self.clock()
         return {"id": hook.id, hook.target_kind: hook.target, "auth": hook.auth, "inputs": hook.inputs,
-                "url": f"{self.base_url or ''}/hooks/{hook.id}", "created_at": iso(hook.created_at),
+                "body_input": hook.body_input, "url": f"{self.base_url or ''}/hooks/{hook.id}",
+                "created_at": iso(hook.created_at),
                 "secrets": [{"valid_until": iso(s.expires_at)} for s in hook.secrets if _live(s, now)]}
 
 
@@ -294,3 +301,68 @@ def _hint(suggestion: str | None) -> dict[str, str]:
     return {"suggestion": suggestion} if suggestion else {}
 
 
+def _declared(plan: Plan) -> Mapping[str, Any] | None:
+    """The inputs a workflow names when it refuses any other (None: it takes any field)."""
+    if plan.declared_inputs is not None:
+        return plan.declared_inputs
+    schema = plan.blueprint.inputs
+    properties = schema.get("properties")
+    closed = schema.get("additionalProperties") is False and "patternProperties" not in schema
+    return properties if closed and isinstance(properties, Mapping) else None
+
+
+def _mapping_problems(inputs: Any, body_input: Any, plan: Plan | None, *, network: bool
+                      ) -> builtins.list[dict[str, str]]:
+    """Every problem with how deliveries become inputs: a template that does not compile or reads more than
+    `trigger`, an input the workflow does not declare, a required input no mapping provides."""
+    if inputs is None and body_input is None:
+        return []
+    if network:
+        return [{"path": "inputs", "message": "a network takes no inputs"}] if inputs or body_input else []
+    errors: builtins.list[dict[str, str]] = []
+    mapped: dict[str, str] = {}  # input name -> where the mapping names it
+    if inputs is not None and not isinstance(inputs, Mapping):
+        errors.append({"path": "inputs", "message": "an object: input name -> template over trigger.body, "
+                                                    "trigger.headers and trigger.query"})
+    for name, source in (inputs.items() if isinstance(inputs, Mapping) else ()):
+        mapped[str(name)] = f"inputs.{name}"
+        try:
+            names = compile_value(source).names
+        except TemplateCompileError as exc:
+            errors.append({"path": f"inputs.{name}", "message": str(exc)})
+            continue
+        if names - {"trigger"}:
+            errors.append({"path": f"inputs.{name}", "message": "templates here read only `trigger` (body, headers, "
+                                                                f"query), not {sorted(names - {'trigger'})}"})
+    if body_input is not None:
+        if not isinstance(body_input, str) or not body_input:
+            errors.append({"path": "body_input", "message": "the name of the input that takes the whole body"})
+        elif body_input in mapped:
+            errors.append({"path": "body_input", "message": f"{body_input!r} is in inputs too: map it once"})
+        else:
+            mapped[body_input] = "body_input"
+    if plan is None:
+        return errors
+    declared = _declared(plan)
+    if declared is not None:
+        errors.extend({"path": where, "message": f"the workflow has no input {name!r}",
+                       **_hint(nearest(name, declared))} for name, where in mapped.items() if name not in declared)
+    properties = plan.blueprint.inputs.get("properties") or {}
+    for name in plan.blueprint.inputs.get("required") or ():
+        schema = properties.get(name)
+        if name not in mapped and not (isinstance(schema, Mapping) and "default" in schema):
+            errors.append({"path": f"inputs.{name}", "message": "the workflow requires this input and no mapping "
+                                                                "(inputs or body_input) provides it"})
+    return errors
+
+
+def _render_inputs(inputs: Mapping[str, Any], scope: Scope) -> tuple[dict[str, Any], builtins.list[dict[str, str]]]:
+    """Each mapped input rendered over the delivery, and the problem of each template that failed (named)."""
+    rendered: dict[str, Any] = {}
+    failed: builtins.list[dict[str, str]] = []
+    for name, source in inputs.items():
+        try:
+            rendered[name] = compile_value(source).render(scope)
+        except IceError as exc:  # a template failing on this delivery's data: the sender's 422, not a 500
+            failed.append({"path": name, "message": exc.message})
+    return rendered, failed

@@ -166,7 +166,7 @@ async def test_bad_definitions_are_refused_with_every_problem(orc: Orchestrator,
         orc.hooks.create(workflow="ehco", auth="hmac", inputs={"topic": "{{ inputs.x }}"}, hook_id="bad id")
     assert raised.value.code == "invalid_webhook"
     paths = [e["path"] for e in raised.value.details["errors"]]
-    assert paths == ["id", "workflow", "auth", "inputs"]
+    assert paths == ["id", "workflow", "auth", "inputs.topic"]
     assert raised.value.details["errors"][1]["suggestion"] == "echo"
     assert orc.hooks.list() == {"hooks": []}
     orc.hooks.create(workflow="echo", hook_id="twice")

@@ -32,8 +32,9 @@ _CHANGES = Hints(read_only=False, destructive=False, idempotent=False, open_worl
 async def webhook_create(call: BuiltinCall) -> Answer:
     args = call.args
     return Reply(call.orc.hooks.create(workflow=args.get("workflow"), network=args.get("network"),
-                                       inputs=args.get("inputs"), auth=args.get("auth", "standard"),
-                                       hook_id=args.get("id")))
+                                       inputs=args.get("inputs"), body_input=args.get("body_input"),
+                                       auth=args.get("auth", "standard"), hook_id=args.get("id"),
+                                       secret=args.get("secret")))
 
 
 async def webhook_list(call: BuiltinCall) -> Answer:
@@ -55,8 +56,11 @@ async def webhook_test(call: BuiltinCall) -> Answer:
 
 
 _INPUTS: dict[str, Any] = {
-    "type": "object", "description": "The workflow's inputs as templates over `trigger.body`, `trigger.headers` "
-    "(lower-case names) and `trigger.query`; without it the JSON body is the inputs."}
+    "type": "object", "description": "Input name -> template over `trigger.body`, `trigger.headers` (lower-case "
+    "names) and `trigger.query`, e.g. {\"repo\": \"{{ trigger.body.repository.full_name }}\"}. Without inputs "
+    "or body_input, the body's top-level fields the workflow declares are its inputs (others are ignored)."}
+_BODY_INPUT: dict[str, Any] = {
+    "type": "string", "description": "The input that takes the whole body (any JSON value), beside any inputs."}
 
 HOOK_TOOLS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
@@ -64,12 +68,16 @@ HOOK_TOOLS: tuple[BuiltinTool, ...] = (
         "(POST /hooks/{id}). Returns {id, url, secret}: the secret (whsec_...) is shown only here.",
         obj_schema({"workflow": {"type": "string", "description": "The registered workflow to start."},
                     "network": {"type": "string", "description": "A served network to start instead."},
-                    "inputs": _INPUTS,
+                    "inputs": _INPUTS, "body_input": _BODY_INPUT,
                     "auth": {"type": "string", "enum": list(AUTHS), "description":
                              "standard (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature; the "
-                             "default), github (X-Hub-Signature-256, X-GitHub-Delivery) or bearer "
+                             "default), github (X-Hub-Signature-256, X-GitHub-Delivery), stripe (Stripe-Signature: "
+                             "t=...,v1=...; the event's id dedupes) or bearer "
                              "(Authorization: Bearer <secret>, Idempotency-Key)."},
-                    "id": {**_ID, "description": "An id of your own (default: generated)."}}),
+                    "id": {**_ID, "description": "An id of your own (default: generated)."},
+                    "secret": {"type": "string", "minLength": 16, "description":
+                               "The sender's own signing secret, for senders that make one (Stripe's whsec_... "
+                               "endpoint secret); default: a new one, returned once."}}),
         _CHANGES, webhook_create, scope="run", output_schema=HOOK_SCHEMA, rpc="webhook.create",
         cli=("webhooks", "create")),
     BuiltinTool(

@@ -173,7 +173,8 @@ SCHEDULE_HISTORY_SCHEMA = _obj({"firings": _array(_obj({
 DELETED_SCHEMA = _obj({"id": {"type": "string"}, "deleted": {"type": "boolean"}}, ["id", "deleted"])
 HOOK_SCHEMA = _obj({
     "id": {"type": "string"}, "workflow": _STRING_OR_NULL, "network": _STRING_OR_NULL, "auth": {"type": "string"},
-    "inputs": {"type": ["object", "null"]}, "url": {"type": "string"}, "created_at": _STRING_OR_NULL,
+    "inputs": {"type": ["object", "null"]}, "body_input": _STRING_OR_NULL, "url": {"type": "string"},
+    "created_at": _STRING_OR_NULL,
     "secrets": _array(_ANY_OBJECT, "Each secret's validity (never the secret)."),
     "secret": {"type": "string", "description": "The new secret (whsec_...): shown only in this answer."},
     "previous_valid_until": _STRING_OR_NULL}, ["id"], "A webhook.")
