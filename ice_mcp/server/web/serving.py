@@ -28,6 +28,12 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return listener
 
 
+# An idle connection outlives its client's own keep-alive (Node's fetch: 4 s; httpx: 5 s), so the client drops
+# it first: at uvicorn's 5 s a client whose loop was busy past its timer sent on a socket the server had just
+# closed ("fetch failed: other side closed", seen with the TypeScript SDK on a loaded machine).
+KEEP_ALIVE_SECONDS = 75
+
+
 async def serve_http(app: Any, listener: socket.socket, log_level: str,
                      on_started: Callable[[], None], forwarded_allow_ips: str | None = None) -> None:
     """Serve `app` with uvicorn on a bound socket; `on_started` runs once it accepts connections.
@@ -41,5 +47,6 @@ async def serve_http(app: Any, listener: socket.socket, log_level: str,
                 on_started()
 
     config = uvicorn.Config(app, log_level=log_level.lower(), lifespan="on", access_log=False,
-                            proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
+                            proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
+                            timeout_keep_alive=KEEP_ALIVE_SECONDS)
     await AnnouncingServer(config).serve(sockets=[listener])
