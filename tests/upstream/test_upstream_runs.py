@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from upstream_servers import Connect, changing, everything, filesystem, time_server
 
-from ice_mcp.server.protocol.annotations import workflow_annotations
-
 pytestmark = pytest.mark.usefixtures("servers_installed")
 
 
@@ -119,12 +117,12 @@ async def test_a_server_that_cannot_start_is_named_in_validation(connect: Connec
 
 async def test_upstream_annotations_reach_the_workflows_hints(connect: Connect, workspace: Path) -> None:
     orc = await connect({"time": time_server(), "files": filesystem(workspace)})
-    reader = orc.compile(blueprint(tool("now", "time.get_current_time", {"timezone": "UTC"}))).blueprint
-    writer = orc.compile(blueprint(tool("now", "time.get_current_time", {"timezone": "UTC"}),
-                                   tool("save", "files.write_file", {"path": "a.txt", "content": "x"}))).blueprint
-    assert workflow_annotations(reader, orc.registry).read_only_hint is True
-    hints = workflow_annotations(writer, orc.registry)
-    assert (hints.read_only_hint, hints.destructive_hint) == (False, True)
+    orc.register_blueprint(blueprint(tool("now", "time.get_current_time", {"timezone": "UTC"}), name="reader"))
+    orc.register_blueprint(blueprint(tool("now", "time.get_current_time", {"timezone": "UTC"}),
+                                     tool("save", "files.write_file", {"path": "a.txt", "content": "x"}), name="writer"))
+    assert orc.workflow_effects("reader").read_only is True
+    writer = orc.workflow_effects("writer")
+    assert (writer.read_only, writer.destructive) == (False, True)
 
 
 async def test_upstream_progress_is_node_progress(connect: Connect) -> None:
