@@ -34,6 +34,19 @@ for helpers in ("server", "observability"):
 
 from llm_mock import Aimock, serve_aimock  # noqa: E402 (found on the path just set)
 
+# Where tests start real processes (servers, Redis, Temporal, Chromium, Node, sandbox workers, a built wheel): marked
+# `live`, so `make test-fast` (-m "not live and not slow") keeps the inner loop to in-process tests.
+LIVE = ("tests/replicas/", "tests/temporal/", "tests/ui/", "tests/upstream/", "_live.py", "test_first_hour.py",
+        "test_first_call.py", "test_wheel.py", "test_conformance.py", "test_inspector.py", "test_strict_schemas.py",
+        "test_ts_client.py", "test_warm_start.py", "test_cancel_eras.py", "tests/sandbox/", "test_stdio.py",
+        "test_metrics_temporal.py", "test_tracing_kill.py", "test_llm_local.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(part in item.nodeid for part in LIVE):
+            item.add_marker(pytest.mark.live)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Servers and commands that tests start without folders of their own work in a scratch folder, never in
