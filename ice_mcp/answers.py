@@ -6,29 +6,48 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.core.questions import Answer, Question
+from ice_mcp.desks import RunLookups
 from ice_mcp.engines.following import follow_event
 from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
 from ice_mcp.store.base import StoredRun
 from ice_mcp.store.events import Event, Listener
+from ice_mcp.store.node_states import ask_or_answer
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.vocabulary import EventType
 
 if TYPE_CHECKING:
+    from ice_mcp.core.questions import Questions
+    from ice_mcp.engines.base import Engine
     from ice_mcp.handles import RunHandle
-    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.store.base import Owner, RunRecords
 
 logger = logging.getLogger(__name__)
 ANSWER_WAIT_SECONDS = 10.0  # how long an answer handed to another process waits for its run to take it
+
+
+class AnswerHost(RunLookups, Protocol):
+    """What the answer desk asks of its orchestrator: where its runs' questions wait, the store their records and
+    journals are kept in, the engine that hands an answer to another process, and who this process is."""
+
+    @property
+    def questions(self) -> Questions: ...
+    @property
+    def store(self) -> RunRecords | None: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def owner(self) -> Owner: ...
 
 
 class Answers:
     """An orchestrator's answer desk: what its runs ask (`orc.questions`, kept on their records) and the
     answers to it, given here or handed over through the run store between processes."""
 
-    def __init__(self, orc: Orchestrator) -> None:
+    def __init__(self, orc: AnswerHost) -> None:
         self._orc = orc
         self._taking: set[asyncio.Task[None]] = set()  # answers other processes handed over, being taken
 
@@ -38,16 +57,7 @@ class Answers:
         orc = self._orc
 
         def on_event(event: Event) -> None:
-            path = event.node_id
-            if event.type == "node_waiting" and path is not None:
-                record.questions[path] = dict(event.data)
-            elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
-                del record.questions[path]
-            else:
-                return  # a cancelled node's question stays: a suspended run asks it again in the next server
-            if not record.done:
-                record.status = "input_required" if record.questions else "running"
-            if orc.store is not None:
+            if ask_or_answer(record, event) and orc.store is not None:
                 orc.store.save(record)
 
         return on_event
@@ -104,11 +114,12 @@ class Answers:
             if question is not None and here is not None:  # its server died and this one took the run over
                 return await self._respond_here(here, question, answer, by=by, declined=declined)
             if followed is not None and not followed.done:  # its record then shows the question answered
-                if any(e.type == "node_answered" and e.node_id == node_path for e in followed.events.events[seen:]):
+                if any(e.type == EventType.NODE_ANSWERED and e.node_id == node_path
+                       for e in followed.events.events[seen:]):
                     return followed.record
                 continue
             events = await asyncio.to_thread(store.events, run_id, after)
-            taken = [e for e in events if e["type"] == "node_answered" and e.get("node_id") == node_path]
+            taken = [e for e in events if e["type"] == EventType.NODE_ANSWERED and e.get("node_id") == node_path]
             if taken:
                 record = await asyncio.to_thread(store.get, run_id) or stored.record
                 follow_event(record, Event.from_dict(taken[-1]))  # as the journal says, whenever the record was kept

@@ -14,6 +14,7 @@ from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.core.plan import Plan
 from ice_mcp.store.events import Event, EventLog, Listener
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.vocabulary import EventType
 
 MAX_IDEMPOTENCY_KEYS = 10_000
 T = TypeVar("T")
@@ -126,7 +127,7 @@ class RunHandle:
         if or_question:
 
             def on_event(event: Event) -> None:
-                if event.type == "node_waiting" and not waiter.done():
+                if event.type == EventType.NODE_WAITING and not waiter.done():
                     waiter.set_result(None)
 
             self.events.listeners.append(on_event)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.issues import CostEstimate, ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.limits import BlueprintLimits
@@ -27,6 +27,7 @@ from ice_mcp.core.executor import NodeCall, NodeExecutor
 from ice_mcp.core.networks import keep_network, member_ended, network_graph, network_status
 from ice_mcp.core.plan import Graph, Plan
 from ice_mcp.core.templates import Scope
+from ice_mcp.desks import RunStarter
 from ice_mcp.engines.base import NetworkLaunch
 from ice_mcp.errors import (
     BlueprintInvalid,
@@ -36,15 +37,21 @@ from ice_mcp.errors import (
     UnknownName,
 )
 from ice_mcp.principals import acting_as, may_see, owned_key
+from ice_mcp.store.base import Leases, RunRecords
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import NETWORK_ID_PREFIX, NodeRecord, RunRecord
 from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
+    from ice_mcp.catalogue import Target
+    from ice_mcp.core.runner import Runner
+    from ice_mcp.engines.base import Engine
     from ice_mcp.handles import ExpiringKeys
-    from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.schedules.desk import Schedules
-    from ice_mcp.store.base import RunStorage
+    from ice_mcp.services import Services
+    from ice_mcp.settings import Settings
+    from ice_mcp.store.base import Owner
+    from ice_mcp.tools.registry import Registry
 
 __all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "NetworkRuns",
            "network_result"]
@@ -122,8 +129,35 @@ def network_result(record: RunRecord) -> dict[str, Any]:
             "cost_usd": record.cost_usd, "workflows": workflows}
 
 
+class NetworkStore(RunRecords, Leases, Protocol):
+    """What a network run keeps in the run store: its record, under this process's lease."""
+
+
+class NetworkHost(RunStarter, Protocol):
+    """What a network runner asks of its orchestrator: its workflows resolved and started, the runner and services
+    its graph runs on, the engine that may run it whole, the store it is kept in, the caller's budget."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def owner(self) -> Owner: ...
+    @property
+    def store(self) -> NetworkStore | None: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def services(self) -> Services: ...
+    @property
+    def runner(self) -> Runner: ...
+    @property
+    def registry(self) -> Registry: ...
+    def workflow_plan(self, name: str) -> Plan: ...
+    def compile(self, source: Target) -> Plan: ...
+    def caller_spend(self, caller: str | None = None) -> Spend | None: ...
+
+
 class NetworkRunner:
-    def __init__(self, orchestrator: Orchestrator, *, from_client: bool, base_dir: Path | None) -> None:
+    def __init__(self, orchestrator: NetworkHost, *, from_client: bool, base_dir: Path | None) -> None:
         self.orc = orchestrator
         self.from_client = from_client
         self.base_dir = base_dir
@@ -267,7 +301,7 @@ class NetworkRunner:
 class _Kept:
     """A network run's record in the run store (when there is one): its workflows as nodes, kept as they change."""
 
-    def __init__(self, orc: Orchestrator, handle: NetworkHandle, manifest: NetworkManifest,
+    def __init__(self, orc: NetworkHost, handle: NetworkHandle, manifest: NetworkManifest,
                  trigger: Mapping[str, Any] | None, base_dir: Path | None, resumed: RunRecord | None,
                  owner: str | None = None) -> None:
         self._store, self._me, self._handle = orc.store, orc.owner, handle
@@ -326,17 +360,14 @@ class NetworkRuns:
     networks: dict[str, NamedNetwork]  # manifests kept by name (a folder's networks/): schedules run them
     _networks: ExpiringKeys[NetworkHandle]  # network runs started here, by id
     _network_keys: ExpiringKeys[NetworkHandle]  # and by idempotency key
-    store: RunStorage | None
+    _network_host: NetworkHost  # the orchestrator itself, as its network runners see it (it sets this)
+    store: RunRecords | None
     schedules: Schedules
-
-    @property
-    def _orchestrator(self) -> Orchestrator:
-        return cast("Orchestrator", self)
 
     def register_network(self, source: ManifestSource) -> NetworkManifest:
         """Check a network manifest (a file's refs resolve beside it) and keep it by name, so schedules can run
         it; its `schedules:` are kept in the store like a blueprint's. Raises BlueprintInvalid or IceError."""
-        runner = NetworkRunner(self._orchestrator, from_client=False, base_dir=None)
+        runner = NetworkRunner(self._network_host, from_client=False, base_dir=None)
         manifest = runner.load(source)
         runner.check(manifest)
         self.networks[manifest.name] = NamedNetwork(manifest, runner.base_dir)
@@ -352,7 +383,7 @@ class NetworkRuns:
                            "workflows' runs resume, the workflows after them do not start; run it again",
                            code="network_lost")
         base = record.inputs.get("base_dir")
-        runner = NetworkRunner(self._orchestrator, from_client=False, base_dir=Path(base) if base else None)
+        runner = NetworkRunner(self._network_host, from_client=False, base_dir=Path(base) if base else None)
         handle = runner.start(runner.load(kept), caller=record.principal, trigger=record.trigger, resume=record)
         self._networks.put(handle.network_id, handle)
         return handle
@@ -361,7 +392,7 @@ class NetworkRuns:
                          base_dir: Path | None = None) -> ValidationReport:
         """Every problem of a network manifest (refs, `after`, templates, cycles); never raises."""
         try:
-            NetworkRunner(self._orchestrator, from_client=from_client, base_dir=base_dir).check(manifest)
+            NetworkRunner(self._network_host, from_client=from_client, base_dir=base_dir).check(manifest)
         except BlueprintInvalid as exc:
             return exc.report
         except IceError as exc:
@@ -382,7 +413,7 @@ class NetworkRuns:
             if named is None:  # another server may serve it: this one cannot start it
                 raise UnknownName("network", manifest, nearest(manifest, self.networks))
             manifest, base_dir, from_client = named.manifest, named.base_dir, False
-        runner = NetworkRunner(self._orchestrator, from_client=from_client, base_dir=base_dir)
+        runner = NetworkRunner(self._network_host, from_client=from_client, base_dir=base_dir)
         handle = runner.start(runner.load(manifest), caller=caller, on_event=on_event, trigger=trigger,
                               idempotency_key=idempotency_key)
         if handle.task is None:  # another process runs it (the key was its): the store follows it, not this one

@@ -103,6 +103,7 @@ class Orchestrator(NetworkRuns):
         self._keys: ExpiringKeys[str] = ExpiringKeys(ttl)
         self._networks: ExpiringKeys[NetworkHandle] = ExpiringKeys(max(ttl, 3600.0), limit=RECENT_RUNS)
         self._network_keys: ExpiringKeys[NetworkHandle] = ExpiringKeys(ttl)
+        self._network_host = self  # what its network runners ask of it (network.NetworkHost, checked by mypy)
         self.networks: dict[str, NamedNetwork] = {}  # manifests kept by name (a folder's networks/): schedules run them
         self._signals_task: asyncio.Task[None] | None = None
         self._retention_task: asyncio.Task[None] | None = None

@@ -14,6 +14,7 @@ from ice_mcp.agents.tools import AgentTool
 from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.service import LLMService
 from ice_mcp.llm.types import ChatRequest, Message
+from ice_mcp.store.vocabulary import NodeEventKind
 from ice_mcp.types import Usage
 
 MAX_TOOL_RESULT_CHARS = 20_000
@@ -84,7 +85,7 @@ async def run_agent(
             request,
             provider=definition.provider,
             on_retry=lambda attempt, error, wait: notify(
-                "agent_retrying", attempt=attempt, error=error.code, delay_seconds=wait
+                NodeEventKind.AGENT_RETRYING, attempt=attempt, error=error.code, delay_seconds=wait
             ),
             budget_left=left,
         )
@@ -93,7 +94,7 @@ async def run_agent(
         result.cost_usd += completion.cost_usd
         result.text = completion.text
         notify(
-            "agent_turn",
+            NodeEventKind.AGENT_TURN,
             iteration=iteration,
             text=completion.text,
             tool_calls=[c.as_dict() for c in completion.tool_calls],
@@ -143,7 +144,7 @@ async def run_agent(
                         result.usage.add(outcome.usage)
                 messages.append(Message("tool", _encode(outcome.output), tool_call_id=call.id, name=call.name))
             result.tool_calls.append(record)
-            notify("agent_tool_call", iteration=iteration, tool=call.name, arguments=call.arguments,
+            notify(NodeEventKind.AGENT_TOOL_CALL, iteration=iteration, tool=call.name, arguments=call.arguments,
                    ok="error" not in record, error=record.get("error"))
     else:
         result.stopped = "max_iterations"

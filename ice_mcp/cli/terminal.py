@@ -12,14 +12,14 @@ from typing import Any
 from ice_mcp.errors import AnswerInvalid, NotWaiting
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.store.events import Event
+from ice_mcp.store.node_states import NodeStates
+from ice_mcp.store.vocabulary import EventType
 
 
 class Progress:
     """A live table of node states on the terminal (stderr), fed by run events."""
 
-    SYMBOLS = {"node_started": "running", "node_retrying": "retrying", "node_succeeded": "succeeded",
-               "node_failed": "failed", "node_skipped": "skipped", "node_cancelled": "cancelled"}
-    STYLES = {"running": "yellow", "retrying": "magenta", "succeeded": "green", "failed": "red",
+    STYLES = {"running": "yellow", "retrying": "magenta", "waiting": "cyan", "succeeded": "green", "failed": "red",
               "skipped": "dim", "cancelled": "red"}
 
     def __init__(self, node_ids: Sequence[str]) -> None:
@@ -27,6 +27,7 @@ class Progress:
         from rich.live import Live
 
         self.states = dict.fromkeys(node_ids, "pending")
+        self.nodes = NodeStates()  # the top-level nodes', as their events tell
         self.live = Live(self._table(), console=Console(stderr=True), refresh_per_second=12, transient=False)
 
     def _table(self) -> Any:
@@ -40,8 +41,11 @@ class Progress:
         return table
 
     def __call__(self, event: Event) -> None:
-        if event.top_level and event.type in self.SYMBOLS and event.node_id in self.states:
-            self.states[event.node_id] = self.SYMBOLS[event.type]
+        if not event.top_level or event.node_id not in self.states:
+            return
+        state = self.nodes.apply(event)
+        if state is not None:
+            self.states[event.node_id] = state.phase
             self.live.update(self._table())
 
 
@@ -56,7 +60,7 @@ class TerminalAnswers:
         self._asked: asyncio.Queue[Event] = asyncio.Queue()
 
     def on_event(self, event: Event) -> None:
-        if event.type == "node_waiting":
+        if event.type == EventType.NODE_WAITING:
             self._asked.put_nowait(event)
 
     async def serve(self) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.store.vocabulary import EventType
 from ice_mcp.types import Effects, NodeResult
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class NodeCall:
 
     def emit(self, event: str, **data: Any) -> None:
         """A node-specific event (`node_event`, with `event` naming it) in the run's event stream."""
-        self.ctx.emit("node_event", self.node.id, self.attempt, event=event, **data)
+        self.ctx.emit(EventType.NODE_EVENT, self.node.id, self.attempt, event=event, **data)
 
     async def run_subgraph(self, name: str, variables: Mapping[str, Any], *, label: str) -> SubgraphResult:
         """Run one of the node's compiled sub-graphs with extra names in scope."""

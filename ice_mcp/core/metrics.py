@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ice_mcp.store.events import Event
+from ice_mcp.store.vocabulary import EventType
+
+# Read once, not per event: an enum's class attribute costs ~0.1 µs on 3.11, and every event passes here.
+_SUCCEEDED_BY_END: dict[str, bool] = {EventType.NODE_SUCCEEDED: True, EventType.NODE_FAILED: False}
+_RUN_FINISHED = EventType.RUN_FINISHED
 
 
 @dataclass(slots=True)
@@ -45,12 +50,9 @@ class Metrics:
 
     def observe(self, event: Event) -> None:
         kind = event.type
-        if kind == "node_succeeded":
-            succeeded = True
-        elif kind == "node_failed":
-            succeeded = False
-        else:
-            if kind == "run_finished":
+        succeeded = _SUCCEEDED_BY_END.get(kind)
+        if succeeded is None:
+            if kind == _RUN_FINISHED:
                 status = str(event.data.get("status"))
                 self.runs[status] = self.runs.get(status, 0) + 1
             return

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.errors import NotWaiting
+from ice_mcp.store.node_states import fold
+from ice_mcp.store.vocabulary import EventType
 
 if TYPE_CHECKING:
     from ice_mcp.store.events import EventLog
@@ -90,7 +92,7 @@ class Questions:
     def take(self, question: Question, answer: Answer, events: EventLog) -> None:
         """Journal a checked answer as the run's `node_answered` event (what `restore` reads back), then wake
         the node waiting on `question`."""
-        events.emit("node_answered", question.node_path, question.attempt, answer=answer.value,
+        events.emit(EventType.NODE_ANSWERED, question.node_path, question.attempt, answer=answer.value,
                     answered_by=answer.by, answered_at=answer.at, **({"declined": True} if answer.declined else {}))
         self.answer(question, answer)
 
@@ -103,17 +105,15 @@ class Questions:
 
     def restore(self, run_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Read a run's journal before it resumes: questions asked, answers given."""
-        for event in events:
-            kind, path = event.get("type"), event.get("node_id")
-            if kind not in ("node_waiting", "node_answered") or not isinstance(path, str):
-                continue
-            data = event.get("data") or {}
-            entry = self._journaled.setdefault((run_id, path, int(event.get("attempt") or 1)), _Journaled())
-            if kind == "node_waiting":
-                entry.asked_at = entry.asked_at or data.get("asked_at")
-            else:
-                entry.answer = Answer(data.get("answer"), str(data.get("answered_by") or "unknown"),
-                                      float(data.get("answered_at") or time.time()), bool(data.get("declined")))
+        for path, state in fold(events).items():
+            for number, attempt in state.by_attempt.items():
+                given = attempt.answer
+                if attempt.asked_at is None and given is None:
+                    continue
+                answer = None if given is None else Answer(
+                    given.get("answer"), str(given.get("answered_by") or "unknown"),
+                    float(given.get("answered_at") or time.time()), bool(given.get("declined")))
+                self._journaled[(run_id, path, number)] = _Journaled(attempt.asked_at, answer)
 
     def forget(self, run_id: str) -> None:
         """Drop what a finished run's journal said (its waiting questions went with its node tasks)."""

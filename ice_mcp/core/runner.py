@@ -20,6 +20,7 @@ from ice_mcp.core.templates import Scope
 from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
 from ice_mcp.store.journal import NodeOutcome
 from ice_mcp.store.records import NodeRecord, RunRecord
+from ice_mcp.store.vocabulary import EventType
 from ice_mcp.tracing import node_attempt, node_span_id, parent_span_of, traceparent_of
 from ice_mcp.types import NodeResult, Usage
 
@@ -57,10 +58,10 @@ class Runner(GraphRunner):
         record.started_at = record.started_at or self.now()
         started = self.perf()
         if ctx.replay is None or ctx.replay.reused_from:
-            ctx.emit("run_started", workflow=plan.name,
+            ctx.emit(EventType.RUN_STARTED, workflow=plan.name,
                      **({"retry_of": ctx.replay.reused_from} if ctx.replay is not None else {}))
         else:
-            ctx.emit("run_resumed", workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
+            ctx.emit(EventType.RUN_RESUMED, workflow=plan.name, finished_nodes=len(ctx.replay.outcomes))
         if record.trigger is not None:
             ctx = replace(ctx, trigger=record.trigger)
         scope = Scope({"inputs": record.inputs, "global": ctx.globals, "trigger": ctx.trigger})
@@ -94,7 +95,7 @@ class Runner(GraphRunner):
             record.finished_at = self.now()
             record.duration_ms = ((self.perf() - started) * 1000 if ctx.replay is None
                                   else (record.finished_at - record.started_at) * 1000)
-            ctx.emit("run_finished", status=record.status, error=record.error)
+            ctx.emit(EventType.RUN_FINISHED, status=record.status, error=record.error)
         return record
 
     def _outputs(self, plan: Plan, scope: Scope, result: SubgraphResult) -> dict[str, Any]:
@@ -138,7 +139,7 @@ class Runner(GraphRunner):
             attempt = ctx.replay.attempts.get(ctx.path + node.id, 1) - 1
             if not node.is_container:
                 ctx = replace(ctx, replay=None)
-        ctx.emit("node_started", node.id, attempt + 1)
+        ctx.emit(EventType.NODE_STARTED, node.id, attempt + 1)
         while True:
             attempt += 1
             record.attempts = attempt
@@ -156,7 +157,7 @@ class Runner(GraphRunner):
             if not failure.retryable or attempt > spec.retries:
                 raise failure
             delay = backoff_delay(spec.backoff, spec.backoff_seconds, attempt)
-            ctx.emit("node_retrying", node.id, attempt, error=failure.as_dict(), delay_seconds=delay)
+            ctx.emit(EventType.NODE_RETRYING, node.id, attempt, error=failure.as_dict(), delay_seconds=delay)
             await ctx.sleep(delay)
 
 
@@ -333,8 +334,8 @@ class _GraphRun:
         # The journal entry that feeds a later replay, written before the scheduler hears; a retry
         # journals what it reuses too, so the retry itself can resume.
         if not replayed or self.reused_from:
-            ctx.emit("node_succeeded", node_id, record.attempts, type=node_type, duration_ms=record.duration_ms,
-                     cost_usd=result.cost_usd, tokens=tokens, usage=usage.as_dict(),
+            ctx.emit(EventType.NODE_SUCCEEDED, node_id, record.attempts, type=node_type,
+                     duration_ms=record.duration_ms, cost_usd=result.cost_usd, tokens=tokens, usage=usage.as_dict(),
                      output=result.output, **({"reused_from": self.reused_from} if replayed else {}))
         branch = bool(result.output.get("result")) if node_type == "condition" else None
         skipped = self.scheduler.succeeded(node_id, branch)
@@ -363,8 +364,8 @@ class _GraphRun:
             except RunStopped as stop:
                 self._stop(stop)
         if not replayed:
-            self.ctx.emit("node_failed", node_id, record.attempts, type=node.type, duration_ms=record.duration_ms,
-                          error=record.error, cost_usd=record.cost_usd)
+            self.ctx.emit(EventType.NODE_FAILED, node_id, record.attempts, type=node.type,
+                          duration_ms=record.duration_ms, error=record.error, cost_usd=record.cost_usd)
         if node.spec.on_error == "continue":
             record.output = self.outputs[node_id] = {"error": record.error}
         self._skip(self.scheduler.failed(node_id))
@@ -382,7 +383,7 @@ class _GraphRun:
             self.outputs[node_id] = None
             self.records[node_id].status = "skipped"
             if self.replay is None or self.ctx.path + node_id not in self.replay:
-                self.ctx.emit("node_skipped", node_id)
+                self.ctx.emit(EventType.NODE_SKIPPED, node_id)
 
     async def _cancel_running(self) -> None:
         for node_id in self.scheduler.stop():
@@ -399,4 +400,4 @@ class _GraphRun:
                 continue  # it settled while being cancelled: its result came first
             self.records[node_id].status = "cancelled"
             self.scheduler.cancelled(node_id)
-            self.ctx.emit("node_cancelled", node_id, self.records[node_id].attempts)
+            self.ctx.emit(EventType.NODE_CANCELLED, node_id, self.records[node_id].attempts)

@@ -3,15 +3,10 @@ Temporal (a fleet of workers), behind one interface."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ice_mcp.engines.base import Engine, Launch, LiveRuns, RunHandle
+from ice_mcp.engines.base import Engine, EngineHost, Launch, LiveRuns, RunHandle
 from ice_mcp.engines.embedded import EmbeddedEngine
 from ice_mcp.engines.prometheus import PrometheusMetrics
 from ice_mcp.errors import IceError
-
-if TYPE_CHECKING:
-    from ice_mcp.orchestrator import Orchestrator
 
 ENGINES = ("embedded", "temporal")
 
@@ -19,7 +14,7 @@ __all__ = ["ENGINES", "EmbeddedEngine", "Engine", "Launch", "LiveRuns", "Prometh
            "open_engine"]
 
 
-def open_engine(orc: Orchestrator) -> Engine:
+def open_engine(orc: EngineHost) -> Engine:
     """The engine `orc.settings.engine` names, wired to the orchestrator's services, store and catalogue."""
     name = orc.settings.engine
     runs = LiveRuns()

@@ -13,17 +13,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.handles import RunHandle
 
 if TYPE_CHECKING:
-    from ice_mcp.core.context import Spend
+    from ice_mcp.core.context import Sleep, Spend
+    from ice_mcp.core.metrics import Metrics
     from ice_mcp.core.plan import Plan
+    from ice_mcp.core.questions import Questions
+    from ice_mcp.core.runner import Runner
+    from ice_mcp.engines.prometheus import PrometheusMetrics
     from ice_mcp.errors import IceError
-    from ice_mcp.store.base import RunStorage
+    from ice_mcp.services import Services
+    from ice_mcp.settings import Settings
+    from ice_mcp.store.base import Owner, RunStorage
     from ice_mcp.store.events import Event, Listener
     from ice_mcp.store.journal import Replay
     from ice_mcp.store.records import RunRecord
     from ice_mcp.store.sqlite import StoredRun
 
-__all__ = ["RECENT_RUNS", "Engine", "HandedNetwork", "Launch", "LiveRuns", "NetworkLaunch", "RunHandle",
-           "resume_failed"]
+__all__ = ["RECENT_RUNS", "Engine", "EngineHost", "HandedNetwork", "Launch", "LiveRuns", "NetworkLaunch", "RunHandle",
+           "Wiring", "resume_failed"]
 
 RECENT_RUNS = 512
 logger = logging.getLogger(__name__)
@@ -156,3 +162,38 @@ class Engine(Protocol):
     async def aclose(self, *, suspend: bool) -> None:
         """Stop following runs; without `suspend`, stop the runs this process started too."""
         ...
+
+
+class Wiring(Protocol):
+    """What engines and Temporal workers are built from, of their orchestrator: its settings, run store, services,
+    runner, registered workflows' plans and Prometheus metrics."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> RunStorage | None: ...
+    @property
+    def services(self) -> Services: ...
+    @property
+    def runner(self) -> Runner: ...
+    @property
+    def prometheus(self) -> PrometheusMetrics: ...
+    def workflow_plan(self, name: str) -> Plan: ...
+
+
+class EngineHost(Wiring, Protocol):
+    """What `open_engine` wires an engine with, of its orchestrator: besides the `Wiring`, who this process is,
+    where runs' events go (metrics, watchers, each run's questions), stored runs' plans, and networks resumed."""
+
+    @property
+    def owner(self) -> Owner: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def questions(self) -> Questions: ...
+    @property
+    def sleep(self) -> Sleep: ...
+    def stored_plan(self, stored: StoredRun) -> Plan: ...
+    def tell_watchers(self, event: Event) -> None: ...
+    def questions_listener(self, record: RunRecord) -> Listener: ...
+    def resume_network(self, record: RunRecord) -> object: ...

@@ -12,34 +12,18 @@ from typing import Any
 from ice_mcp.errors import IceError
 from ice_mcp.store.base import RunStorage
 from ice_mcp.store.events import Event, EventLog
+from ice_mcp.store.node_states import advance, ask_or_answer
 from ice_mcp.store.records import NodeRecord, RunRecord
+from ice_mcp.store.vocabulary import EventType
 
 logger = logging.getLogger(__name__)
 
 
 def follow_event(record: RunRecord, event: Event) -> None:
-    """Keep a followed run's live record up to date with its top-level nodes' events and its questions."""
-    path = event.node_id
-    if event.type == "node_waiting" and path is not None:
-        record.questions[path] = dict(event.data)
-        record.status = "input_required"
-    elif event.type in ("node_answered", "node_succeeded", "node_failed") and path in record.questions:
-        del record.questions[path]
-        if not record.questions and record.status == "input_required":
-            record.status = "running"
-    if not event.top_level or event.node_id is None:
-        return
-    node = record.nodes.setdefault(event.node_id, NodeRecord())
-    data = event.data
-    if event.type == "node_started":
-        node.status, node.attempts = "running", event.attempt or 1
-    elif event.type in ("node_succeeded", "node_failed"):
-        node.status = "succeeded" if event.type == "node_succeeded" else "failed"
-        node.attempts = event.attempt or node.attempts
-        node.output, node.error = data.get("output"), data.get("error")
-        node.duration_ms, node.cost_usd = float(data.get("duration_ms") or 0.0), float(data.get("cost_usd") or 0.0)
-    elif event.type in ("node_skipped", "node_cancelled"):
-        node.status = event.type.removeprefix("node_")
+    """Keep a followed run's live record up to date with its questions and its top-level nodes' events."""
+    ask_or_answer(record, event)
+    if event.top_level and event.node_id is not None:
+        advance(record.nodes.setdefault(event.node_id, NodeRecord()), event)
 
 
 def take_record(record: RunRecord, kept: RunRecord) -> RunRecord:
@@ -58,7 +42,7 @@ async def follow_journal(store: RunStorage, record: RunRecord, events: EventLog)
             async for batch in batches:
                 for data in batch:
                     _feed(record, events, data)
-                if not batch or any(e["type"] == "run_finished" for e in batch):
+                if not batch or any(e["type"] == EventType.RUN_FINISHED for e in batch):
                     kept = await asyncio.to_thread(store.get, record.run_id)
                     if kept is not None and kept.done:
                         take_record(record, kept)

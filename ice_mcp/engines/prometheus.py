@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.store.records import RunRecord, trigger_kind
+from ice_mcp.store.vocabulary import EventType, NodeEventKind
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -29,6 +30,8 @@ MAX_MODELS = 64  # distinct (provider, model) label pairs; later ones are `other
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
 NODE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_RUN_BOUNDARIES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED})  # a batch that begins or ends its run
+_NODE_SUCCEEDED = EventType.NODE_SUCCEEDED  # read once: an enum's class attribute costs ~0.1 µs on 3.11
 MAX_WRITTEN = 10_000  # latest runs whose last journaled event a worker remembers (a batch written again counts once)
 
 
@@ -210,7 +213,7 @@ class PrometheusMetrics:
         again has the same numbers). `record_of` reads the run's record (its trigger, start, workflow) when a
         batch starts or ends the run."""
         record = None
-        if any(e.type in ("run_started", "run_finished") for e in events):
+        if any(e.type in _RUN_BOUNDARIES for e in events):
             try:
                 record = record_of(run_id)
             except Exception:  # the journal is written: counting goes on with what the events say
@@ -222,20 +225,20 @@ class PrometheusMetrics:
                     continue
                 last = event.seq
                 kind, data = event.type, event.data
-                if kind == "node_succeeded":
+                if kind == EventType.NODE_SUCCEEDED:
                     if "reused_from" not in data:
                         self.node_finished(data, True)
-                elif kind == "node_failed":
+                elif kind == EventType.NODE_FAILED:
                     self.node_finished(data, False)
-                elif kind == "node_event":
-                    if data.get("event") == "agent_turn":
+                elif kind == EventType.NODE_EVENT:
+                    if data.get("event") == NodeEventKind.AGENT_TURN:
                         self.agent_turn(data)
-                elif kind == "run_started":
+                elif kind == EventType.RUN_STARTED:
                     name = record.workflow if record is not None else str(data.get("workflow"))
                     version = record.workflow_version if record is not None else None
                     self.run_started(self.workflow_label(name, version),
                                      record.trigger if record is not None else None, event.ts)
-                elif kind == "run_finished":
+                elif kind == EventType.RUN_FINISHED:
                     name = record.workflow if record is not None else ADHOC
                     version = record.workflow_version if record is not None else None
                     started = record.started_at if record is not None else None
@@ -333,7 +336,7 @@ class RunMeter:
         self.handle: RunHandle | None = None  # set once the engine made it: a run suspended at shutdown never ends
 
     def __call__(self, event: Event) -> None:
-        if event.type == "node_succeeded":  # every node's: one call less
+        if event.type == _NODE_SUCCEEDED:  # every node's: one call less
             data = event.data
             if "reused_from" not in data:  # a retry's reused node did not run again
                 self.metrics.node_finished(data, True)
@@ -346,7 +349,7 @@ class RunMeter:
         self.metrics.node_finished(event.data, False)
 
     def _node_event(self, event: Event) -> None:
-        if event.data.get("event") == "agent_turn":
+        if event.data.get("event") == NodeEventKind.AGENT_TURN:
             self.metrics.agent_turn(event.data)
 
     def _started(self, event: Event) -> None:
@@ -365,8 +368,9 @@ class RunMeter:
 
 
 _HANDLERS: dict[str, Callable[[RunMeter, Event], None]] = {
-    "node_failed": RunMeter._failed, "node_event": RunMeter._node_event,
-    "run_started": RunMeter._started, "run_resumed": RunMeter._resumed, "run_finished": RunMeter._finished,
+    EventType.NODE_FAILED: RunMeter._failed, EventType.NODE_EVENT: RunMeter._node_event,
+    EventType.RUN_STARTED: RunMeter._started, EventType.RUN_RESUMED: RunMeter._resumed,
+    EventType.RUN_FINISHED: RunMeter._finished,
 }
 
 

@@ -18,11 +18,12 @@ import urllib.parse
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, Any, Protocol, cast, get_args
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
+from ice_mcp.desks import NamedTargets, TargetStarter
 from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import Unverified, new_secret, secret_problem, verify
@@ -31,8 +32,10 @@ from ice_mcp.store.records import iso
 
 if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.base import RunStorage
+    from ice_mcp.handles import RunHandle
+    from ice_mcp.settings import Settings
+    from ice_mcp.store.base import HookStore
+    from ice_mcp.tools.registry import Registry
 
 HOOK_ID_TEXT = re.compile(SCHEDULE_ID)  # the same shape as a schedule's id
 AUTHS: tuple[str, ...] = get_args(Auth)
@@ -58,17 +61,30 @@ def _refusal(status: int, code: str, message: str, **extra: Any) -> Delivery:
     return Delivery(status, {"error": {"code": code, "message": message, **extra}})
 
 
+class HookHost(TargetStarter, NamedTargets, Protocol):
+    """What the webhook desk asks of its orchestrator: a delivery's run (or network run) started, waited on and
+    looked up, the workflows and networks a hook may name, the run store hooks are kept in, where senders reach it."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> HookStore | None: ...
+    @property
+    def registry(self) -> Registry: ...
+    def watch(self, run_id: str) -> RunHandle | None: ...
+
+
 class Hooks:
     """The webhook desk of one orchestrator. `base_url` is where senders reach this server (`serve --http`
     sets it; ICE_MCP_PUBLIC_URL overrides it behind a proxy)."""
 
-    def __init__(self, orc: Orchestrator) -> None:
+    def __init__(self, orc: HookHost) -> None:
         self._orc = orc
         self.base_url: str | None = orc.settings.public_url  # `serve --http` sets its own address without it
         self.clock = time.time
 
     @property
-    def store(self) -> RunStorage:
+    def store(self) -> HookStore:
         if self._orc.store is None:
             raise IceError("webhooks are kept in the run store, and this orchestrator has none", code="no_store")
         return self._orc.store

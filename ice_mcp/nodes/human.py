@@ -21,6 +21,7 @@ from ice_mcp.core.executor import CheckContext, NodeCall, NodeType
 from ice_mcp.core.questions import Question
 from ice_mcp.errors import NodeFailure
 from ice_mcp.store.records import iso
+from ice_mcp.store.vocabulary import EventType
 from ice_mcp.types import Effects, NodeResult
 
 APPROVAL_SCHEMA: dict[str, Any] = {
@@ -55,7 +56,7 @@ async def execute_human(call: NodeCall) -> NodeResult:
         text = call.render("approval" if spec.approval is not None else "prompt")
         question = Question(call.run_id, call.node_path, call.attempt, str(text), answer_schema(spec), asked_at,
                             deadline, approval=spec.approval is not None)
-        call.ctx.emit("node_waiting", call.node.id, call.attempt, **question.to_event())
+        call.ctx.emit(EventType.NODE_WAITING, call.node.id, call.attempt, **question.to_event())
         try:
             answer = await desk.wait(question, None if deadline is None else max(0.0, deadline - now()))
         except TimeoutError:

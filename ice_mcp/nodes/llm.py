@@ -16,6 +16,7 @@ from ice_mcp.llm.pricing import call_cost_range, estimate_tokens
 from ice_mcp.llm.service import DEFAULT_MAX_TOKENS, LLMService
 from ice_mcp.llm.structured import check_schema
 from ice_mcp.llm.types import ChatRequest, Message
+from ice_mcp.store.vocabulary import NodeEventKind
 from ice_mcp.types import Effects, NodeResult
 
 
@@ -32,7 +33,7 @@ def llm_failure(exc: LLMError, **extra: Any) -> NodeFailure:
 
 def retry_reporter(call: NodeCall) -> Any:
     def report(attempt: int, error: LLMError, wait: float) -> None:
-        call.emit("llm_retrying", error={"code": error.code, "message": error.message},
+        call.emit(NodeEventKind.LLM_RETRYING, error={"code": error.code, "message": error.message},
                   retry=attempt, delay_seconds=wait)
 
     return report
@@ -53,7 +54,7 @@ async def execute_llm(call: NodeCall) -> NodeResult:
     )
     try:
         answer = await ask(service, request, provider=spec.provider, on_retry=retry_reporter(call),
-                           on_repair=lambda problems: call.emit("llm_repairing", problems=problems),
+                           on_repair=lambda problems: call.emit(NodeEventKind.LLM_REPAIRING, problems=problems),
                            budget_left=call.spend.remaining())
     except OutputInvalid as exc:
         raise NodeFailure(

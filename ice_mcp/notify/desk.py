@@ -18,21 +18,26 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.desks import RunLookups, RunStarter
 from ice_mcp.errors import IceError, UnknownName, every_problem
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import SECRET_PREFIX, new_secret, standard_signature
+from ice_mcp.store.base import Outbox, RunRecords, ScheduleStore
 from ice_mcp.store.events import Event
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
 from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord, iso
+from ice_mcp.store.vocabulary import EventType
 
 if TYPE_CHECKING:
     import httpx2
 
     from ice_mcp.handles import RunHandle
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.base import RunStorage
+    from ice_mcp.settings import Settings
+    from ice_mcp.store.base import Owner
+    from ice_mcp.store.events import Listener
+    from ice_mcp.tools.registry import Registry
 
 logger = logging.getLogger(__name__)
 EVENTS = {"succeeded": "run.succeeded", "failed": "run.failed", "timed_out": "run.failed",
@@ -57,10 +62,30 @@ def backoff(attempt: int, delays: Sequence[float], rng: random.Random) -> float 
     return delays[attempt - 1] * rng.uniform(0.8, 1.2)
 
 
+class NotifyStore(Outbox, ScheduleStore, RunRecords, Protocol):
+    """What the notification desk reads and writes: targets and the outbox, the schedule a target names, and the
+    recent runs a sweep looks at."""
+
+
+class NotifyHost(RunStarter, RunLookups, Protocol):
+    """What the notification desk asks of its orchestrator: every run's events (the finished ones go in the
+    outbox), the runs looked up, a workflow target's run started, the store, who this process is."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def owner(self) -> Owner: ...
+    @property
+    def store(self) -> NotifyStore | None: ...
+    @property
+    def registry(self) -> Registry: ...
+    def watch_runs(self, listener: Listener) -> Callable[[], None]: ...
+
+
 class Notifications:
     """The notification desk of one orchestrator; `start_loop` makes this process drain the outbox too."""
 
-    def __init__(self, orc: Orchestrator) -> None:
+    def __init__(self, orc: NotifyHost) -> None:
         self._orc = orc
         self.clock = time.time
         self._task: asyncio.Task[None] | None = None
@@ -71,7 +96,7 @@ class Notifications:
         self._unwatch: Callable[[], None] = lambda: None
 
     @property
-    def store(self) -> RunStorage:
+    def store(self) -> NotifyStore:
         if self._orc.store is None:
             raise IceError("notifications are kept in the run store, and this orchestrator has none", code="no_store")
         return self._orc.store
@@ -130,7 +155,7 @@ class Notifications:
     def on_event(self, event: Event) -> None:
         """A run watcher: a finished run's event goes into the outbox for every matching target, with the run's
         final record (on Temporal the record is final once its workflow's result is in, just after the event)."""
-        if event.type != "run_finished" or self._orc.store is None:
+        if event.type != EventType.RUN_FINISHED or self._orc.store is None:
             return
         handle = self._orc.get_handle(event.run_id)
         if handle is None or handle.done:

@@ -18,9 +18,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
+from ice_mcp.desks import NamedTargets
 from ice_mcp.errors import IceError, UnknownName, every_problem
 from ice_mcp.principals import acting_id, may_see
-from ice_mcp.schedules.firing import MAX_DUE, FiringLoop, previous_slot, start_slot
+from ice_mcp.schedules.firing import (
+    MAX_DUE,
+    FiringHost,
+    FiringLoop,
+    FiringStore,
+    previous_slot,
+    start_slot,
+)
 from ice_mcp.schedules.timing import (
     ScheduleInvalid,
     ScheduleSpec,
@@ -37,8 +45,6 @@ from ice_mcp.store.schedules import Firing, ScheduleRecord, TargetKind
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.models import DeclaredSchedule
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.base import RunStorage
 
 logger = logging.getLogger(__name__)
 SCHEDULE_ID_TEXT = re.compile(SCHEDULE_ID)
@@ -67,11 +73,19 @@ class Mirror(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ScheduleHost(FiringHost, NamedTargets, Protocol):
+    """What the schedule desk asks of its orchestrator: all its firing loop asks, the workflows and networks a
+    schedule may name, and the run store its schedules are kept in."""
+
+    @property
+    def store(self) -> FiringStore | None: ...
+
+
 class Schedules:
     """The schedule desk of one orchestrator; `loop` is this process's part in firing them, `mirror` the
     Temporal Schedules that tick for them on the temporal engine."""
 
-    def __init__(self, orc: Orchestrator) -> None:
+    def __init__(self, orc: ScheduleHost) -> None:
         self._orc = orc
         self.loop: FiringLoop | None = None
         self.mirror: Mirror | None = None
@@ -81,7 +95,7 @@ class Schedules:
         return self.clock() if self.clock is not None else self.store.now()
 
     @property
-    def store(self) -> RunStorage:
+    def store(self) -> FiringStore:
         if self._orc.store is None:
             raise IceError("schedules are kept in the run store, and this orchestrator has none", code="no_store")
         return self._orc.store

@@ -15,8 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.desks import TargetStarter
 from ice_mcp.errors import IceError, RateLimited
 from ice_mcp.schedules.timing import (
     SchedulePolicy,
@@ -29,12 +30,13 @@ from ice_mcp.schedules.timing import (
     slots_after,
     slots_between,
 )
+from ice_mcp.store.base import Leases, RunRecords, ScheduleStore
 from ice_mcp.store.records import ACTIVE, NETWORK_ID_PREFIX
 from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord
 
 if TYPE_CHECKING:
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.base import RunStorage
+    from ice_mcp.settings import Settings
+    from ice_mcp.store.base import Owner
 
 logger = logging.getLogger(__name__)
 ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
@@ -47,12 +49,28 @@ MAX_BUFFER = 1000  # buffer_all keeps at most this many slots waiting
 MAX_DUE = 100_000  # slots looked at in one tick (a 1 s schedule down for a day is 86,400)
 
 
+class FiringStore(ScheduleStore, RunRecords, Leases, Protocol):
+    """What the firing loop reads and writes: schedules and their firings, and the runs they started (their
+    records, and whether their owners still hold their leases)."""
+
+
+class FiringHost(TargetStarter, Protocol):
+    """What the firing loop asks of its orchestrator: a slot's run (or network run) started and looked up, the
+    runs an overlap policy stops cancelled, who this process is and how long its leases last."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def owner(self) -> Owner: ...
+    async def cancel(self, run_id: str) -> bool: ...
+
+
 def slot_key(schedule_id: str, slot: float) -> str:
     """The idempotency key of a slot's run: from the nominal slot, never from the clock."""
     return f"sched:{schedule_id}:{slot_text(slot)}"
 
 
-async def start_slot(orc: Orchestrator, schedule: ScheduleRecord, slot: float, previous: float | None,
+async def start_slot(orc: FiringHost, schedule: ScheduleRecord, slot: float, previous: float | None,
                      **extra: bool) -> str:
     """Start (or attach to, whoever started it) the run of one slot; templates see it as `trigger` (`extra`:
     `manual` for a trigger, `backfill`). Returns its run id."""
@@ -91,7 +109,7 @@ class Decision:
 class FiringLoop:
     """One process's part in firing its store's schedules. `clock` is the store's clock unless a test sets one."""
 
-    def __init__(self, orc: Orchestrator, store: RunStorage, *, clock: Callable[[], float] | None = None,
+    def __init__(self, orc: FiringHost, store: FiringStore, *, clock: Callable[[], float] | None = None,
                  sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
         self._orc, self._store = orc, store
         self._clock = clock or store.now

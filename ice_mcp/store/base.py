@@ -1,5 +1,6 @@
-"""The run-store interface (`RunStorage`) and what its implementations share: value types, the JSON
-codec, lease arithmetic, and the writer thread that keeps records and journals without blocking runs.
+"""The run-store interface (`RunStorage`, in parts by kind of record: `RunRecords`, `ScheduleStore`, `Outbox`...)
+and what its implementations share: value types, the JSON codec, lease arithmetic, and the writer thread that
+keeps records and journals without blocking runs.
 
 Two stores implement it: `sqlite.RunStore` (SQLite in the data folder, one machine) and
 `redis.RedisRunStore` (a Redis server that several replicas share). `sqlite.open_store` picks one.
@@ -88,13 +89,10 @@ class Signal:
     data: dict[str, Any] | None = None
 
 
-class RunStorage(Protocol):
-    """Where runs, their journals, owners, idempotency keys, caller spend and registered blueprints live.
-
-    Writes of records and events are queued (`save`, `keep_journal`, `heartbeat`); everything else
-    answers at once. `shared` stores are read by processes on other machines too: `create` keeps a new
-    run there before its id is handed out, and gives its idempotency key to one run only.
-    """
+class RunRecords(Protocol):
+    """Runs' records and journals: kept (`create`, and the queued `save` and `keep_journal`), read, listed by
+    page and pruned. `shared` stores are read by processes on other machines too: `create` keeps a new run there
+    before its id is handed out, and gives its idempotency key to one run only. The stores' own classes."""
 
     shared: bool
     location: str  # where it is, for messages (a path, or a URL without its password)
@@ -106,7 +104,6 @@ class RunStorage(Protocol):
              blueprint: dict[str, Any] | str | None = None, version: int | None = None,
              retry_of: str | None = None) -> int: ...
     def keep_journal(self, log: EventLog, written: int = 0) -> None: ...
-    def heartbeat(self, owner: Owner) -> None: ...
     def flush(self, timeout: float | None = 30.0) -> bool: ...
 
     def get(self, run_id: str) -> RunRecord | None: ...
@@ -122,31 +119,63 @@ class RunStorage(Protocol):
              ) -> tuple[builtins.list[dict[str, Any]], str | None]: ...
     def prune(self, before: float, limit: int = 10_000) -> int: ...
 
+    def close(self) -> None: ...
+
+
+class Leases(Protocol):
+    """The processes that run runs, each under a lease it keeps by heartbeats (queued), and the runs a dead
+    one left: found, and claimed by one process. The stores' own classes."""
+
+    def heartbeat(self, owner: Owner) -> None: ...
     def orphaned_runs(self, me: Owner, lease_seconds: float) -> builtins.list[tuple[str, str | None]]: ...
     def owner_alive(self, owner_id: str | None, me: Owner, lease_seconds: float) -> bool: ...
     def claim(self, run_id: str, previous_owner: str | None, me: Owner) -> bool: ...
     def register_owner(self, me: Owner) -> None: ...
     def release_owner(self, me: Owner) -> None: ...
 
+
+class Signalling(Protocol):
+    """Messages to every process on the store (`Signal`), and the cancellations asked for. The stores' own classes."""
+
     def request_cancel(self, run_id: str) -> None: ...
     def send_answer(self, run_id: str, answer: dict[str, Any]) -> None: ...
     def cancel_requested(self, run_id: str) -> bool: ...
     def signals(self) -> AsyncGenerator[Signal, None]: ...
 
+
+class CallerSpend(Protocol):
+    """What each caller spent, added up across processes (`caller_budget_usd`). The stores' own classes."""
+
     def add_spend(self, caller: str, usd: float) -> float: ...
     def spent(self, caller: str) -> float: ...
+
+
+class Blobs(Protocol):
+    """Bytes kept by key: payloads too large for Temporal's history, by content hash. The stores' own classes."""
 
     def put_blob(self, key: str, data: bytes) -> None: ...
     def get_blob(self, key: str) -> bytes: ...
 
+
+class Secrets(Protocol):
+    """Random keys made once by the first process that asks and shared by all (the servers' request-state key)."""
+
     def secret(self, name: str) -> bytes: ...
+
+
+class BlueprintStore(Protocol):
+    """The blueprints registered at run time, each name's versions kept. The stores' own classes."""
 
     def save_blueprint(self, name: str, source: dict[str, Any]) -> int: ...
     def delete_blueprint(self, name: str) -> bool: ...
     def blueprints(self) -> builtins.list[StoredBlueprint]: ...
     def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]: ...
 
-    # Schedules (store/schedules.py). Each call is atomic; times are Unix seconds.
+
+class ScheduleStore(Protocol):
+    """Schedules and their firings (store/schedules.py), and the store's clock. Each call is atomic; times are
+    Unix seconds. The `SqliteSchedules` and `RedisSchedules` mixins."""
+
     def now(self) -> float: ...  # the store's clock (Redis TIME), which every process on it shares
     def save_schedule(self, schedule: ScheduleRecord, *, if_revision: int | None = None) -> ScheduleRecord: ...
     def schedule(self, schedule_id: str) -> ScheduleRecord | None: ...
@@ -164,7 +193,11 @@ class RunStorage(Protocol):
     def note_scheduler(self, at: float) -> None: ...
     def scheduler_alive_at(self) -> float | None: ...
 
-    # Webhooks (store/hooks.py) and the runs their deliveries started, kept for good.
+
+class HookStore(Protocol):
+    """Webhooks (store/hooks.py) and the runs their deliveries started, kept for good. The `SqliteHooks` and
+    `RedisHooks` mixins."""
+
     def save_hook(self, hook: HookRecord) -> None: ...
     def hook(self, hook_id: str) -> HookRecord | None: ...
     def hooks(self) -> builtins.list[HookRecord]: ...
@@ -172,14 +205,22 @@ class RunStorage(Protocol):
     def delivery_run(self, hook_id: str, delivery_id: str) -> str | None: ...
     def note_delivery(self, hook_id: str, delivery_id: str, run_id: str) -> str: ...
 
-    # Per-workflow limits, decided at admission for every process on the store.
+
+class Admissions(Protocol):
+    """Per-workflow limits, decided at admission for every process on the store, and the queue of the runs they
+    hold back. The `SqliteLimits` and `RedisLimits` mixins."""
+
     def admit(self, workflow: str, run_id: str, now: float, *, max_concurrent: int | None,
               per_minute: int | None) -> float | None: ...
     def forget_admission(self, workflow: str, run_id: str) -> None: ...
     def admit_next(self, workflow: str, waiting: Mapping[str, float], now: float, *, max_concurrent: int | None,
                    per_minute: int | None) -> tuple[str | None, float]: ...
 
-    # Where run events are sent (store/outbox.py), and the outbox of their deliveries.
+
+class Outbox(Protocol):
+    """Where run events are sent (store/outbox.py), and the outbox of their deliveries, leased to one sender at a
+    time. The `SqliteOutbox` and `RedisOutbox` mixins."""
+
     def save_target(self, target: NotifyTarget) -> None: ...
     def target(self, target_id: str) -> NotifyTarget | None: ...
     def targets(self) -> builtins.list[NotifyTarget]: ...
@@ -189,7 +230,15 @@ class RunStorage(Protocol):
     def settle(self, entry: OutboxEntry) -> None: ...
     def outbox(self, target_id: str, limit: int = 50) -> builtins.list[OutboxEntry]: ...
 
-    def close(self) -> None: ...
+
+class RunStorage(RunRecords, Leases, Signalling, CallerSpend, Blobs, Secrets, BlueprintStore, ScheduleStore,
+                 HookStore, Admissions, Outbox, Protocol):
+    """The whole run store: every part above. A desk asks for the parts it uses; a new store implements them one
+    at a time (each part a mixin of its own, as the schedules, hooks, outbox and limits are).
+
+    Writes of records, events and heartbeats are queued (`save`, `keep_journal`, `heartbeat`: `QueuedWriter`);
+    everything else answers at once.
+    """
 
 
 @dataclass(slots=True)

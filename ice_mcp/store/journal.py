@@ -10,10 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ice_mcp.store.node_states import FINISHED, fold
 from ice_mcp.types import Usage
-
-# Outcomes a replay reuses; `cancelled` is not one: such a node runs again.
-FINISHED = {"node_succeeded": "succeeded", "node_failed": "failed", "node_skipped": "skipped"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +50,14 @@ class Replay:
 
 
 def replay_from_events(events: Iterable[Mapping[str, Any]]) -> Replay:
-    """Fold a journal (event dicts in order) into a Replay."""
+    """Fold a journal (event dicts in order) into a Replay: the nodes whose latest execution finished, and the
+    attempt every other started one had reached (a cancelled node runs again, at that attempt)."""
     outcomes: dict[str, NodeOutcome] = {}
     attempts: dict[str, int] = {}
-    for event in events:
-        kind, path = event.get("type"), event.get("node_id")
-        if not isinstance(path, str):
-            continue
-        data = event.get("data") or {}
-        attempt = int(event.get("attempt") or 1)
-        if kind == "node_started":
-            outcomes.pop(path, None)  # a node run again (after a cancel) starts over
-            attempts[path] = attempt
-        elif kind == "node_retrying":
-            attempts[path] = attempt + 1
-        elif kind == "node_cancelled":
-            outcomes.pop(path, None)
-        elif kind in FINISHED:
-            attempts.pop(path, None)
-            tokens = data.get("usage") or {}
-            outcomes[path] = NodeOutcome(
-                status=FINISHED[kind],
-                output=data.get("output"),
-                error=data.get("error"),
-                attempts=attempt,
-                cost_usd=float(data.get("cost_usd") or 0.0),
-                usage=Usage(int(tokens.get("input_tokens", 0)), int(tokens.get("output_tokens", 0))),
-                duration_ms=float(data.get("duration_ms") or 0.0),
-            )
+    for path, state in fold(events).items():
+        if state.status in FINISHED:
+            outcomes[path] = NodeOutcome(state.status, state.output, state.error, max(state.attempts, 1),
+                                         state.cost_usd, state.usage, state.duration_ms)
+        elif state.status != "pending":
+            attempts[path] = state.attempts
     return Replay(outcomes, attempts)

@@ -50,6 +50,7 @@ from typing import Any
 import orjson
 
 from ice_mcp.store.records import RunRecord, iso, trigger_kind
+from ice_mcp.store.vocabulary import EventType, NodeEventKind
 from ice_mcp.tracing import (
     CAPTURE_VARIABLE,
     CONTENT_CHARS,
@@ -74,7 +75,10 @@ STATUS_UNSET = 0
 STATUS_ERROR = 2
 
 
-_FINISHED = frozenset({"node_succeeded", "node_failed", "node_cancelled"})
+_OUTCOMES = (EventType.NODE_SUCCEEDED, EventType.NODE_FAILED)  # the ends that say a node's type
+_FINISHED = (*_OUTCOMES, EventType.NODE_CANCELLED)  # the ends of an attempt's span (a skipped node has none)
+# Model calls tried again inside an attempt: span events of its node (tuples: a journal's values may be any JSON).
+_RETRIES = (NodeEventKind.LLM_RETRYING, NodeEventKind.LLM_REPAIRING, NodeEventKind.AGENT_RETRYING)
 INTERRUPTED = {"code": "interrupted"}  # an attempt the journal never ended: its process stopped mid-attempt
 CANCELLED = {"code": "cancelled"}
 
@@ -216,7 +220,7 @@ class _Builder:
         record = self.record
         for event in events:  # a node's type is on the events that end it: known before its first attempt ends
             data = event.get("data") or {}
-            if event.get("type") in ("node_succeeded", "node_failed") and isinstance(data.get("type"), str):
+            if event.get("type") in _OUTCOMES and isinstance(data.get("type"), str):
                 self.types.setdefault(str(event.get("node_id")), data["type"])
         times = [float(e["ts"]) for e in events if isinstance(e.get("ts"), int | float)]
         started = _as_kept(record.started_at)
@@ -290,21 +294,22 @@ class _Builder:
     def _event(self, event: Mapping[str, Any], ts: float, previous: float) -> None:
         kind, path = event.get("type"), event.get("node_id")
         data: Mapping[str, Any] = event.get("data") or {}
-        if kind == "run_resumed":
+        if kind == EventType.RUN_RESUMED:
             for open_path in list(self.open):  # in flight when the run stopped: it runs again after this
                 self._close(self.open.pop(open_path), previous, INTERRUPTED, None)
             self.pending.clear()
-            self.root.events.append((ts, "run_resumed", [("ice.run.finished_nodes", data.get("finished_nodes"))]))
+            self.root.events.append((ts, str(EventType.RUN_RESUMED),
+                                     [("ice.run.finished_nodes", data.get("finished_nodes"))]))
             return
         if not isinstance(path, str):
             return
         number = int(event.get("attempt") or 1)
-        if kind == "node_started":
+        if kind == EventType.NODE_STARTED:
             self.pending.pop(path, None)
             if path in self.open:  # started again without an end (a cancelled node that runs again)
                 self._close(self.open.pop(path), ts, INTERRUPTED, None)
             self._open(path, number, ts)
-        elif kind == "node_retrying":
+        elif kind == EventType.NODE_RETRYING:
             attempt = self._take(path, number, ts)
             if attempt is not None:
                 error = data.get("error")
@@ -318,12 +323,12 @@ class _Builder:
             self.pending.pop(path, None)
             if attempt is None:
                 return
-            if kind == "node_succeeded":
+            if kind == EventType.NODE_SUCCEEDED:
                 self._close(attempt, ts, None, data)
             else:
-                error = data.get("error") if kind == "node_failed" else CANCELLED
+                error = data.get("error") if kind == EventType.NODE_FAILED else CANCELLED
                 self._close(attempt, ts, error if isinstance(error, Mapping) else {"code": "error"}, data)
-        elif kind == "node_event":
+        elif kind == EventType.NODE_EVENT:
             attempt = self._current(path, number, ts)
             if attempt is not None:
                 attempt.node_events.append({**event, "ts": ts})
@@ -386,7 +391,7 @@ class _Builder:
     def _children(self, attempt: _Attempt, error: Mapping[str, Any] | None, data: Mapping[str, Any] | None) -> None:
         for event in attempt.node_events:
             what = (event.get("data") or {}).get("event")
-            if what in ("llm_retrying", "llm_repairing", "agent_retrying"):
+            if what in _RETRIES:
                 failure = (event.get("data") or {}).get("error")
                 code = failure.get("code") if isinstance(failure, Mapping) else failure
                 attempt.span.events.append((event["ts"], str(what), [("error.type", code)]))
@@ -406,7 +411,7 @@ class _Builder:
         for event in attempt.node_events:
             data = event.get("data") or {}
             ts = float(event["ts"])
-            if data.get("event") == "agent_turn":
+            if data.get("event") == NodeEventKind.AGENT_TURN:
                 usage = data.get("usage")
                 model, provider = data.get("model"), data.get("provider")  # the model that answered the turn
                 self._chat(attempt, index, cursor, ts, (usage if isinstance(usage, Mapping) else None,
@@ -414,7 +419,7 @@ class _Builder:
                            model if isinstance(model, str) else None, data.get("text"),
                            provider if isinstance(provider, str) else None)
                 answered = not data.get("tool_calls")
-            elif data.get("event") == "agent_tool_call":
+            elif data.get("event") == NodeEventKind.AGENT_TOOL_CALL:
                 failed = data.get("error") if data.get("ok") is False else None
                 name = data.get("tool")
                 self._tool(attempt, index, cursor, ts, name if isinstance(name, str) else None,

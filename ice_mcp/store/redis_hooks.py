@@ -14,6 +14,7 @@ from ice_mcp.store.redis_schedules import RedisRoom, unavailable
 
 
 class RedisHooks(RedisRoom):
+    """`HookStore` (store/base.py) on Redis."""
 
     @unavailable
     def save_hook(self, hook: HookRecord) -> None:

@@ -68,6 +68,7 @@ return {head, '0'}
 
 
 class RedisLimits(RedisRoom):
+    """`Admissions` (store/base.py) on Redis, each decision one script."""
 
     def _register_limit_scripts(self) -> None:
         self._admit = self._redis.register_script(_ADMIT)

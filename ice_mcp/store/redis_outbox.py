@@ -27,6 +27,7 @@ def _member(entry: OutboxEntry) -> str:
 
 
 class RedisOutbox(RedisRoom):
+    """`Outbox` (store/base.py) on Redis."""
 
     def _register_outbox_scripts(self) -> None:
         self._claim_due = self._redis.register_script(_CLAIM_DUE)

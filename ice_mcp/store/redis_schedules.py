@@ -162,7 +162,7 @@ def _pairs(counts: dict[str, int]) -> builtins.list[Any]:
 
 
 class RedisSchedules(RedisRoom):
-    """`RunStorage`'s schedule calls on Redis; `_register_schedule_scripts` runs in the store's __init__.
+    """`ScheduleStore` (store/base.py) on Redis; `_register_schedule_scripts` runs in the store's __init__.
 
     Layout (under the store's prefix):
       schedule:{id}      hash: def (the definition's JSON), target, revision, created_at, updated_at, cursor

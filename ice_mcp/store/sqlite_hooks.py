@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
 
 
 class SqliteHooks:
-    """`RunStorage`'s webhook calls, on the store's synchronous connection (seen by other processes at once)."""
+    """`HookStore` (store/base.py), on the store's synchronous connection (seen by other processes at once)."""
 
     _read: sqlite3.Connection
     _read_lock: threading.Lock

@@ -29,6 +29,8 @@ POLL_SECONDS = 1.0  # how soon a run that may not start yet (a slot, or runs ahe
 
 
 class SqliteLimits:
+    """`Admissions` (store/base.py) on the store's synchronous connection, each decision one write transaction."""
+
     _immediate: Callable[[], AbstractContextManager[sqlite3.Connection]]  # SqliteSchedules': one write transaction
 
     def admit(self, workflow: str, run_id: str, now: float, *, max_concurrent: int | None,

@@ -32,6 +32,8 @@ CREATE INDEX IF NOT EXISTS outbox_due ON outbox (state, next_at);
 
 
 class SqliteOutbox:
+    """`Outbox` (store/base.py) on the store's synchronous connection; a claim is one write transaction."""
+
     _read: sqlite3.Connection
     _read_lock: threading.Lock
 

@@ -82,7 +82,7 @@ def _firing(row: tuple[Any, ...]) -> Firing:
 
 
 class SqliteSchedules:
-    """`RunStorage`'s schedule calls on the store's synchronous connection (not the queued writer), so
+    """`ScheduleStore` (store/base.py) on the store's synchronous connection (not the queued writer), so
     another process on the file sees each one as soon as it returns; a firing claim is `BEGIN IMMEDIATE`."""
 
     _read: sqlite3.Connection

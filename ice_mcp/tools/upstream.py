@@ -36,6 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ice_mcp.errors import NodeFailure
 from ice_mcp.settings import Settings
+from ice_mcp.store.vocabulary import NodeEventKind
 from ice_mcp.tools.context import CURRENT_CALL
 from ice_mcp.tools.egress import AllowList, GuardedTransport
 from ice_mcp.tools.registry import Registry, SchemaToolEntry, ToolAnnotations, as_object
@@ -411,7 +412,7 @@ def _progress_reporter(tool: str) -> Any:
         return None
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
-        source.emit("progress", tool=tool, progress=progress, total=total, message=message)
+        source.emit(NodeEventKind.PROGRESS, tool=tool, progress=progress, total=total, message=message)
 
     return report
 

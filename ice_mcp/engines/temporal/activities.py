@@ -45,6 +45,7 @@ from ice_mcp.errors import IceError, RunStopped
 from ice_mcp.store.base import RunStorage, dumps, loads
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.vocabulary import QUESTION_EVENTS
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from ice_mcp.services import Services
 
 SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)
-QUESTION_EVENTS = frozenset({"node_waiting", "node_answered"})
 
 
 def plain(value: Any) -> Any:

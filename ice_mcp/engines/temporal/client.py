@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import temporalio.converter
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -21,7 +21,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ice_mcp.core.context import Spend
 from ice_mcp.core.plan import Plan
-from ice_mcp.engines.base import HandedNetwork, Launch, LiveRuns, NetworkLaunch, RunHandle
+from ice_mcp.engines.base import (
+    EngineHost,
+    HandedNetwork,
+    Launch,
+    LiveRuns,
+    NetworkLaunch,
+    RunHandle,
+)
 from ice_mcp.engines.following import follow_journal, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
 from ice_mcp.engines.temporal.wire import (
@@ -40,9 +47,7 @@ from ice_mcp.store.base import RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog, Listener
 from ice_mcp.store.journal import Replay
 from ice_mcp.store.records import NETWORK_ID_PREFIX, RunRecord
-
-if TYPE_CHECKING:
-    from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.store.vocabulary import EventType
 
 logger = logging.getLogger(__name__)
 TAIL_SECONDS = 5.0  # how long an ended run's follower may take to read the last of its journal
@@ -70,7 +75,8 @@ def replay_events(replay: Replay | None) -> list[dict[str, Any]]:
     """A retry's reused outcomes as journal events (what `replay_from_events` folds back)."""
     events: list[dict[str, Any]] = []
     for path, outcome in (replay.outcomes.items() if replay is not None else ()):
-        kind = {"succeeded": "node_succeeded", "failed": "node_failed", "skipped": "node_skipped"}[outcome.status]
+        kind = {"succeeded": EventType.NODE_SUCCEEDED, "failed": EventType.NODE_FAILED,
+                "skipped": EventType.NODE_SKIPPED}[outcome.status]
         events.append({"type": kind, "node_id": path, "attempt": outcome.attempts, "data": {
             "output": outcome.output, "error": outcome.error, "cost_usd": outcome.cost_usd,
             "usage": outcome.usage.as_dict(), "duration_ms": outcome.duration_ms}})
@@ -96,7 +102,7 @@ class TemporalEngine:
     _networks: dict[str, asyncio.Task[RunRecord]] = field(default_factory=dict)  # networks followed here
 
     @classmethod
-    def for_orchestrator(cls, orc: Orchestrator, runs: LiveRuns) -> TemporalEngine:
+    def for_orchestrator(cls, orc: EngineHost, runs: LiveRuns) -> TemporalEngine:
         if orc.store is None:
             raise IceError("the temporal engine needs a run store shared with its workers (persist_runs)",
                            code="temporal_unavailable")

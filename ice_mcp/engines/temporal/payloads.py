@@ -6,24 +6,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import Protocol
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
+
+from ice_mcp.store.base import Blobs
 
 CLAIM_CHECK = b"ice_mcp/claim-check"
 THRESHOLD_BYTES = 256 * 1024
 
 
-class Blobs(Protocol):
-    """Where payloads wait by content hash: the run store every server and worker of a cluster shares."""
-
-    def put_blob(self, key: str, data: bytes) -> None: ...
-    def get_blob(self, key: str) -> bytes: ...
-
-
 class ClaimCheckCodec(PayloadCodec):
-    """Moves payloads larger than `threshold` bytes into `blobs`, keyed by their SHA-256."""
+    """Moves payloads larger than `threshold` bytes into `blobs` (the run store every server and worker of a
+    cluster shares), keyed by their SHA-256."""
 
     def __init__(self, blobs: Blobs, threshold: int = THRESHOLD_BYTES) -> None:
         self.blobs, self.threshold = blobs, threshold

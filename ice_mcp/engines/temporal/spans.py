@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from ice_mcp import tracing
 from ice_mcp.engines.temporal.wire import ACTIVITY_NODE_TYPES
 from ice_mcp.store.events import Event
+from ice_mcp.store.vocabulary import EventType
 
+_NODE_OUTCOMES = frozenset({EventType.NODE_SUCCEEDED, EventType.NODE_FAILED})  # the events that end a span
 _INDEX = re.compile(r"\[\d+\]$")  # a loop item's or a parallel branch's label: `fan[0]`
 
 
@@ -27,7 +29,7 @@ def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> No
     if not tracing.ENABLED or traceparent is None:
         return
     for event in events:
-        if event.type not in ("node_succeeded", "node_failed") or event.node_id is None:
+        if event.type not in _NODE_OUTCOMES or event.node_id is None:
             continue
         data = event.data
         node_type = str(data.get("type"))
@@ -35,7 +37,7 @@ def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> No
             continue
         attempt = event.attempt or 1
         started = event.ts - float(data.get("duration_ms") or 0.0) / 1000
-        error = data.get("error") if event.type == "node_failed" else None
+        error = data.get("error") if event.type == EventType.NODE_FAILED else None
         parent = parent_span(traceparent, event.node_id)
         tracing.finished_node_span(tracing.traceparent_of(traceparent, parent),
                                    tracing.node_span_id(parent, event.node_id, attempt), event.node_id,

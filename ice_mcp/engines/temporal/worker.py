@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from ice_mcp.engines.base import Wiring
 from ice_mcp.engines.temporal.activities import NodeActivities
 from ice_mcp.engines.temporal.client import connect
 from ice_mcp.engines.temporal.workflow import NestedWorkflow, NetworkWorkflow, RunWorkflow
@@ -19,7 +21,10 @@ from ice_mcp.errors import IceError
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.core.context import Spend
+    from ice_mcp.core.executor import NodeType
+    from ice_mcp.core.plan import Plan
+    from ice_mcp.store.records import RunRecord
 
 logger = logging.getLogger(__name__)
 # Workflow code runs in Temporal's sandbox; our modules and the libraries they use are deterministic where the
@@ -31,11 +36,22 @@ PASS_THROUGH = ("ice_mcp", "jinja2", "markupsafe", "pydantic", "pydantic_core", 
 JOURNAL_WRITES = 100  # local activities (journal and record writes) at once: never held back by the node slots
 
 
+class WorkerHost(Wiring, Protocol):
+    """What a worker is built from, of its orchestrator: besides the `Wiring`, the node types its activities run
+    and how a network's workflow is begun as a run (`Orchestrator.new_run`)."""
+
+    @property
+    def node_types(self) -> Mapping[str, NodeType]: ...
+    def new_run(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
+                parent_spend: Spend | None = None, caller: str | None = None,
+                trigger: Mapping[str, Any] | None = None, engine: str | None = None) -> RunRecord: ...
+
+
 def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASS_THROUGH))
 
 
-async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio.Event | None = None,
+async def run_worker(orc: WorkerHost, *, concurrency: int = 100, stop: asyncio.Event | None = None,
                      metrics_address: tuple[str, int] | None = None) -> None:
     """Serve `orc.settings.temporal_task_queue` until `stop` is set (or the task is cancelled); with
     `metrics_address` (host, port), this worker's Prometheus metrics over HTTP there meanwhile."""
@@ -62,7 +78,7 @@ async def run_worker(orc: Orchestrator, *, concurrency: int = 100, stop: asyncio
             metrics.server_close()
 
 
-def serve_metrics(orc: Orchestrator, host: str, port: int) -> WSGIServer:
+def serve_metrics(orc: WorkerHost, host: str, port: int) -> WSGIServer:
     """The orchestrator's registry in Prometheus' text format on http://host:port/ (any path), from a thread of
     prometheus_client's own (no auth: bind it to loopback or a private network)."""
     from prometheus_client import start_http_server

@@ -19,15 +19,13 @@ from ice_mcp.network import NETWORK_ID_PREFIX
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.protocol.run_graph import run_graph
 from ice_mcp.server.protocol.tool_table import Answer, BuiltinCall, Handler, Reply
+from ice_mcp.store.node_states import fold
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.vocabulary import EventType
 
 MAX_EVENTS = 1_000  # node events in one answer: a view far behind catches up over a few polls
 TEXT_LIMIT = 20_000  # characters of a node's output or error in its detail, or of a run's outputs
 MESSAGE_LIMIT = 300  # characters of an error message carried by an event
-# The node state an event leaves, as dag.js's STATE_OF reads it (for a node's detail, drawn by no event here).
-STATE_OF = {"node_started": "running", "node_retrying": "retrying", "node_succeeded": "succeeded",
-            "node_failed": "failed", "node_skipped": "skipped", "node_cancelled": "cancelled",
-            "node_waiting": "waiting", "node_answered": "running"}
 FOLLOW_PROPERTIES: dict[str, Any] = {
     "seen": {"type": "integer", "minimum": -1,
              "description": "For a view following the run: the `seen` of your previous answer (-1 the first time, "
@@ -35,7 +33,7 @@ FOLLOW_PROPERTIES: dict[str, Any] = {
     "node": {"type": "string", "description": "For a view: one node's detail (its path, as events name it)."},
 }
 
-Event = tuple[int, str, str | None, Mapping[str, Any]]  # (seq, type, node_id, data)
+Event = tuple[int, str, str | None, Mapping[str, Any], int | None]  # (seq, type, node_id, data, attempt)
 
 
 def following(handler: Handler) -> Handler:
@@ -73,15 +71,15 @@ def _events(orc: Orchestrator, run_id: str, seen: int) -> list[Event]:
     """The run's events from number `seen` on: from memory when it runs here, else from the store."""
     handle = orc.get_handle(run_id)
     if handle is not None:
-        return [(e.seq, e.type, e.node_id, e.data) for e in handle.events.events[seen:]]
+        return [(e.seq, e.type, e.node_id, e.data, e.attempt) for e in handle.events.events[seen:]]
     if orc.store is None:
         return []
-    return [(e["seq"], e["type"], e.get("node_id"), e.get("data") or {})
+    return [(e["seq"], e["type"], e.get("node_id"), e.get("data") or {}, e.get("attempt"))
             for e in orc.store.events(run_id, after=seen - 1)]
 
 
 def _slim(event: Event) -> dict[str, Any]:
-    seq, kind, node_id, data = event
+    seq, kind, node_id, data, _ = event
     slim: dict[str, Any] = {"seq": seq, "type": kind, "node_id": node_id}
     if data.get("error") is not None:
         slim["error"] = _message(data["error"])
@@ -115,7 +113,7 @@ def changes(orc: Orchestrator, run_id: str, seen: int) -> dict[str, Any]:
     if more:
         answer["more"] = True
     if record.done:  # the journal may trail a record read through the store: the view waits for its end
-        answer["final"] = not more and any(event[1] == "run_finished" for event in events)
+        answer["final"] = not more and any(event[1] == EventType.RUN_FINISHED for event in events)
     if first:
         answer["graph"] = run_graph(orc, run_id)
         # Nodes a retry reused have no events in this run: their states come from the record.
@@ -154,18 +152,15 @@ def node_detail(orc: Orchestrator, run_id: str, node: str) -> dict[str, Any]:
                       cost_usd=kept.cost_usd, output=None if kept.output is None else _text(kept.output),
                       error=None if kept.error is None else _text(kept.error))
     else:  # inside a container: only its events tell
-        for _, kind, node_id, data in _events(orc, run_id, 0):
-            if node_id != node or kind not in STATE_OF:
-                continue
-            detail["status"] = STATE_OF[kind]
-            if kind == "node_started":
-                detail["attempts"] += 1
-            if kind in ("node_succeeded", "node_failed"):
-                detail.update(duration_ms=data.get("duration_ms"), cost_usd=data.get("cost_usd"))
-            if kind == "node_succeeded":
-                detail["output"] = _text(data.get("output"))
-            if kind == "node_failed":
-                detail["error"] = _text(data.get("error"))
+        mine = [{"type": kind, "node_id": node, "attempt": attempt, "data": data}
+                for _, kind, node_id, data, attempt in _events(orc, run_id, 0) if node_id == node]
+        state = fold(mine).get(node)
+        if state is not None:
+            detail.update(status=state.phase, attempts=state.attempts)
+            if state.status == "succeeded":
+                detail.update(duration_ms=state.duration_ms, cost_usd=state.cost_usd, output=_text(state.output))
+            elif state.status == "failed":
+                detail.update(duration_ms=state.duration_ms, cost_usd=state.cost_usd, error=_text(state.error))
     if (question := _questions(record).get(node)) is not None:
         detail["question"] = question
     return detail

@@ -10,27 +10,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from ice_mcp.orchestrator import RunHandle
 from ice_mcp.store.events import Event, Listener
 from ice_mcp.store.records import RunRecord
+from ice_mcp.store.vocabulary import NODE_ENDS, EventType
 
 logger = logging.getLogger(__name__)
 
-FINISHED_EVENTS = frozenset({"node_succeeded", "node_failed", "node_skipped", "node_cancelled"})
-
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 RunLog = Callable[[str, str], Awaitable[None]]  # (level, text): a log message to the caller
+# The events a caller hears of in a log message.
+_LOGGED = frozenset({EventType.NODE_RETRYING, EventType.NODE_FAILED, EventType.NODE_WAITING})
 
 
 def log_line(event: Event) -> tuple[str, str] | None:
     """The log message (level, text) a caller hears for an engine event, if any."""
     data, node = event.data, event.node_id
-    if event.type == "node_retrying":
+    if event.type not in _LOGGED:  # most events: one lookup
+        return None
+    if event.type == EventType.NODE_RETRYING:
         error = data.get("error") or {}
         return "warning", f"{node}: attempt {event.attempt} failed ({error.get('message', '')}); retrying"
-    if event.type == "node_failed":
+    if event.type == EventType.NODE_FAILED:
         error = data.get("error") or {}
         return "error", f"{node} failed: {error.get('message', '')}"
-    if event.type == "node_waiting":
-        return "notice", f"{node} waits for an answer: {data.get('question', '')}"
-    return None
+    return "notice", f"{node} waits for an answer: {data.get('question', '')}"
 
 
 class ProgressRelay:
@@ -48,7 +49,7 @@ class ProgressRelay:
         if self._log is not None and (line := log_line(event)) is not None:
             log = self._log
             self._send(lambda: log(*line))
-        if self._report is None or event.type not in FINISHED_EVENTS or not event.top_level:
+        if self._report is None or event.type not in NODE_ENDS or not event.top_level:
             return
         node_id = str(event.node_id)
         if node_id in self._done:

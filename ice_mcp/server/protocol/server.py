@@ -39,6 +39,7 @@ from ice_mcp.server.protocol.resources import RUN_URI, TEMPLATES, Resources, vis
 from ice_mcp.server.protocol.runs import RunLog
 from ice_mcp.server.protocol.tasks import TasksExtension, can_elicit, modern, negotiated
 from ice_mcp.store.events import Event
+from ice_mcp.store.vocabulary import QUESTION_EVENTS, RUN_EVENTS
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _wants_progress(ctx: ServerRequestContext[Any, Any], meta: Any) -> bool:
 
 # A resources/subscribe or resources/unsubscribe handler.
 Subscription = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.EmptyResult]]
-STATUS_EVENTS = frozenset({"run_started", "run_resumed", "run_finished", "node_waiting", "node_answered"})
+STATUS_EVENTS = RUN_EVENTS | QUESTION_EVENTS  # the events that change a run record's status
 
 
 def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> IceServer:

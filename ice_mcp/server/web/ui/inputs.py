@@ -7,11 +7,12 @@ templates again against the same names gives what the node received.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ice_mcp.core.templates import Scope
 from ice_mcp.errors import IceError
+from ice_mcp.store.node_states import fold
 
 _SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 PlanLookup = Callable[[str], Any]
@@ -23,18 +24,15 @@ class NotRenderable(IceError):
     code = "not_renderable"
 
 
-def outputs_from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+def outputs_from_events(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """What each finished node left in its scope, by full node id (`loop[3].x`)."""
     outputs: dict[str, Any] = {}
-    for event in events:
-        node_id, kind, data = event.get("node_id"), event["type"], event.get("data") or {}
-        if node_id is None:
-            continue
-        if kind == "node_succeeded":
-            outputs[node_id] = data.get("output")
-        elif kind == "node_failed":
-            outputs[node_id] = {"error": data.get("error")}  # what `on_error: continue` leaves
-        elif kind == "node_skipped":
+    for node_id, state in fold(events).items():
+        if state.status == "succeeded":
+            outputs[node_id] = state.output
+        elif state.status == "failed":
+            outputs[node_id] = {"error": state.error}  # what `on_error: continue` leaves
+        elif state.status == "skipped":
             outputs[node_id] = None
     return outputs
 

@@ -38,6 +38,7 @@ from ice_mcp.server.web.ui.views import (
     slim_event,
 )
 from ice_mcp.store.records import ACTIVE
+from ice_mcp.store.vocabulary import EventType
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -446,7 +447,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         run_id = run_id_of(request)
         record = record_of(run_id)
         if record.done:
-            raise UiError(409, "run_finished", f"run {run_id} already ended ({record.status})")
+            raise UiError(409, code="run_finished", message=f"run {run_id} already ended ({record.status})")
         await orc.cancel(run_id)  # here, or (a signal through the store) in the process that runs it
         return _json({"run_id": run_id, "status": record_of(run_id).status})
 
@@ -546,7 +547,7 @@ async def _live_events(handle: Any, after: int) -> AsyncIterator[bytes]:
         backlog = handle.events.events[after + 1:]  # taken in the same loop step the listener starts
         last = backlog[-1].seq if backlog else after
         yield _batch([e.to_dict() for e in backlog], last)
-        finished = any(e.type == "run_finished" for e in backlog)
+        finished = any(e.type == EventType.RUN_FINISHED for e in backlog)
         while not finished and not (handle.done and queue.empty()):
             try:
                 first = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
@@ -560,7 +561,7 @@ async def _live_events(handle: Any, after: int) -> AsyncIterator[bytes]:
             if not batch:
                 continue
             last = batch[-1].seq
-            finished = any(e.type == "run_finished" for e in batch)
+            finished = any(e.type == EventType.RUN_FINISHED for e in batch)
             yield _batch([e.to_dict() for e in batch], last)
         yield b"event: end\ndata: {}\n\n"
     finally:
@@ -579,7 +580,7 @@ async def _tailed_events(orc: Any, run_id: str, after: int) -> AsyncIterator[byt
             for start in range(0, len(events), MAX_BATCH):
                 chunk = events[start:start + MAX_BATCH]
                 yield _batch(chunk, chunk[-1]["seq"])
-            if any(e["type"] == "run_finished" for e in events):
+            if any(e["type"] == EventType.RUN_FINISHED for e in events):
                 break
         else:
             record = orc.get_run(run_id)

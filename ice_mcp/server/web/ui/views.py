@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
+from ice_mcp.store.node_states import Attempt, fold
+from ice_mcp.store.vocabulary import NODE_STATE_EVENTS, RUN_EVENTS
 from ice_mcp.tracing import trace_id_of
 
 TEXT_LIMIT = 200_000  # characters of one output or input shown; the rest is cut with a note
 ERROR_TEXT_LIMIT = 2_000
-NODE_EVENTS = ("node_started", "node_retrying", "node_succeeded", "node_failed", "node_skipped",
-               "node_cancelled", "node_waiting", "node_answered")
-STREAMED = frozenset({*NODE_EVENTS, "run_started", "run_resumed", "run_finished"})
+STREAMED = NODE_STATE_EVENTS | RUN_EVENTS  # what a page hears live: not the chatty node_event
 _SLIM_DATA = ("duration_ms", "cost_usd", "tokens", "delay_seconds", "status", "workflow")
 
 
@@ -137,47 +137,33 @@ def slim_event(event: Mapping[str, Any]) -> dict[str, Any]:
     return slim
 
 
-def node_detail(node_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+def node_detail(node_id: str, events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Everything the events say about one node: state, attempts, cost, output, error and root cause."""
     detail: dict[str, Any] = {"node_id": node_id, "status": "pending", "attempts": [], "duration_ms": None,
                               "cost_usd": None, "tokens": None, "output": None, "error": None, "root_cause": None}
-    attempts: dict[int, dict[str, Any]] = {}
-    for event in events:
-        if event.get("node_id") != node_id or event["type"] not in NODE_EVENTS:
-            continue
-        kind, data, number = event["type"], event.get("data") or {}, event.get("attempt")
-        if number is not None:
-            attempt = attempts.setdefault(number, {"attempt": number, "started_at": None, "outcome": "running"})
-        if kind == "node_started":
-            detail["status"] = "running"
-            if number is not None:
-                attempt["started_at"] = event["ts"]
-        elif kind == "node_retrying":
-            detail["status"] = "retrying"
-            if number is not None:
-                attempt.update(outcome="retried", error=short_error(data.get("error")),
-                               delay_seconds=data.get("delay_seconds"))
-                attempts.setdefault(number + 1, {"attempt": number + 1, "started_at": None, "outcome": "running"})
-        elif kind in ("node_succeeded", "node_failed"):
-            detail["status"] = "succeeded" if kind == "node_succeeded" else "failed"
-            detail["type"] = data.get("type")
-            detail["duration_ms"] = data.get("duration_ms")
-            detail["cost_usd"] = data.get("cost_usd")
-            detail["tokens"] = data.get("usage") or data.get("tokens")
-            if kind == "node_succeeded":
-                detail["output"] = json_text(data.get("output"))
-            else:
-                detail["error"] = json_text(data.get("error"), ERROR_TEXT_LIMIT * 10)
-                detail["root_cause"] = root_cause(data.get("error")) or short_error(data.get("error"))
-            if number is not None:
-                attempt["outcome"] = detail["status"]
-        elif kind in ("node_skipped", "node_cancelled", "node_waiting", "node_answered"):
-            detail["status"] = {"node_skipped": "skipped", "node_cancelled": "cancelled",
-                                "node_waiting": "waiting", "node_answered": "running"}[kind]
-            if kind == "node_waiting":
-                detail["question"] = _short(data.get("question", ""))
-    detail["attempts"] = [attempts[n] for n in sorted(attempts)]
+    state = fold(event for event in events if event.get("node_id") == node_id).get(node_id)
+    if state is None:
+        return detail
+    detail["status"] = state.phase
+    if state.status in ("succeeded", "failed"):
+        detail.update(type=state.node_type, duration_ms=state.duration_ms, cost_usd=state.cost_usd,
+                      tokens=state.usage.as_dict() if state.status == "succeeded" else None)  # a failure has none
+        if state.status == "succeeded":
+            detail["output"] = json_text(state.output)
+        else:
+            detail["error"] = json_text(state.error, ERROR_TEXT_LIMIT * 10)
+            detail["root_cause"] = root_cause(state.error) or short_error(state.error)
+    if (question := state.last_question()) is not None:
+        detail["question"] = _short(question.get("question", ""))
+    detail["attempts"] = [_attempt(state.by_attempt[number]) for number in sorted(state.by_attempt)]
     return detail
+
+
+def _attempt(attempt: Attempt) -> dict[str, Any]:
+    shown: dict[str, Any] = {"attempt": attempt.number, "started_at": attempt.started_at, "outcome": attempt.outcome}
+    if attempt.outcome == "retried":
+        shown.update(error=short_error(attempt.error), delay_seconds=attempt.delay_seconds)
+    return shown
 
 
 def controls_note(config: Any) -> str:
