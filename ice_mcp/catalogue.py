@@ -195,11 +195,7 @@ class _EffectsReader:
 
     def tool_effects(self, name: str) -> Effects | None:
         entry = self._registry.tools.get(name)
-        if entry is None:
-            return None
-        hints = entry.annotations
-        return Effects(read_only=hints.read_only, destructive=hints.destructive,
-                       idempotent=hints.idempotent or hints.read_only, open_world=hints.open_world)
+        return None if entry is None else entry.annotations.effects()
 
     def workflow_effects(self, name: str) -> Effects:
         entry = self._registry.workflows.get(name)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.schemas import SchemaInvalid, schema_validator
 from ice_mcp.errors import NodeFailure, UnknownName
+from ice_mcp.types import Effects
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.models import Blueprint
@@ -58,6 +59,11 @@ class ToolAnnotations:
     destructive: bool = False
     idempotent: bool = False
     open_world: bool = False
+
+    def effects(self) -> Effects:
+        """As a workflow's node counts them: a read-only tool is idempotent too."""
+        return Effects(read_only=self.read_only, destructive=self.destructive,
+                       idempotent=self.idempotent or self.read_only, open_world=self.open_world)
 
 
 class _ArgsBase(BaseModel):

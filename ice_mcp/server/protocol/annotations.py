@@ -6,23 +6,18 @@ from typing import Any
 
 import mcp_types as types
 
+from ice_mcp.tools.registry import ToolAnnotations
 from ice_mcp.types import Effects
 
 
 def tool_annotations(entry: Any, title: str | None = None) -> types.ToolAnnotations:
-    ann = getattr(entry, "annotations", None)
-    read_only = bool(getattr(ann, "read_only", False))
-    return types.ToolAnnotations(
-        title=title,
-        read_only_hint=read_only,
-        destructive_hint=bool(getattr(ann, "destructive", False)) and not read_only,
-        idempotent_hint=bool(getattr(ann, "idempotent", False)) or read_only,
-        open_world_hint=bool(getattr(ann, "open_world", False)),
-    )
+    """A tool's declared annotations (none: all false) as MCP hints."""
+    return workflow_annotations((getattr(entry, "annotations", None) or ToolAnnotations()).effects(), title)
 
 
 def workflow_annotations(effects: Effects, title: str | None = None) -> types.ToolAnnotations:
-    """A workflow's effects (the orchestrator folds them from its node types' declarations) as MCP hints."""
+    """What a workflow (the orchestrator folds it from its node types' declarations) or a tool may do, as MCP
+    hints: destructive only when not read-only."""
     return types.ToolAnnotations(
         title=title,
         read_only_hint=effects.read_only,
