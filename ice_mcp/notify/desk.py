@@ -244,8 +244,10 @@ class Notifications:
                 except Exception:
                     logger.exception("outbox: draining failed; it goes on")
                 if not due:
-                    # Look again in a second (entries other servers add), or at this one's next retry if sooner.
-                    wait = min(POLL_SECONDS, max(0.0, self._next_retry - self.clock()))
+                    # Look again in a second (entries other servers add), or at this one's next retry if sooner;
+                    # a retry time already past was claimed above (or by another server), so it never means 0 s.
+                    retry_in = self._next_retry - self.clock()
+                    wait = min(POLL_SECONDS, retry_in) if retry_in > 0 else POLL_SECONDS
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), wait)

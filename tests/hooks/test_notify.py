@@ -80,6 +80,31 @@ async def test_a_410_disables_the_target_and_the_metadata_address_is_refused(orc
     assert "status" not in attempt and "refused to connect to 169.254.169.254" in attempt["error"]
 
 
+async def test_an_idle_outbox_loop_looks_once_a_second_before_and_after_a_retry(
+        orc: Orchestrator, make_receiver: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop waits on its wake-up or its next look, never 0 s: it used to spin (a core per idle server)
+    from its start until a retry was scheduled, and again once that retry's time had passed."""
+    looks = 0
+    claim_due = orc.store.claim_due
+
+    def counted(now: float, lease: float) -> Any:
+        nonlocal looks
+        looks += 1
+        return claim_due(now, lease)
+
+    monkeypatch.setattr(orc.store, "claim_due", counted)
+    await asyncio.sleep(1.2)
+    assert looks <= 3  # at most one look a second (a spinning loop made thousands)
+    with make_receiver([500]) as (got, url):
+        target = orc.notifications.set(workflow="fails", url=url, on=["failed"])
+        await orc.run("fails", {})
+        await wait_for(lambda: [d["state"] for d in orc.notifications.history(target["id"])["deliveries"]]
+                       == ["delivered"])
+        looks = 0
+        await asyncio.sleep(1.2)  # the retry's time is past now
+        assert looks <= 3 and len(got.received) == 2
+
+
 async def test_bad_targets_are_refused_with_every_problem(orc: Orchestrator) -> None:
     with pytest.raises(IceError) as raised:
         orc.notifications.set(workflow="nope", url="ftp://x", on=["exploded"], secret="plain")
