@@ -25,8 +25,8 @@ from ice_mcp.errors import BlueprintInvalid, IceError
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import ValidationReport
     from ice_mcp.core.plan import Plan
+    from ice_mcp.operations.tool_table import BuiltinTool
     from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.server.protocol.tool_table import BuiltinTool
     from ice_mcp.store.events import Event
 
 # The exit status of a command whose reader went away (128 + SIGPIPE), as for any Unix tool in a pipe.
@@ -161,7 +161,7 @@ GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedule
 
 def _add_builtin_commands(commands: Any) -> None:
     """A command for every built-in tool with a `cli` path: its Form, else arguments from its input schema."""
-    from ice_mcp.server.protocol.builtins import BUILTINS
+    from ice_mcp.operations.builtins import BUILTINS
 
     groups: dict[str, Any] = {}
     for tool in BUILTINS:
@@ -215,8 +215,8 @@ def _json_argument(text: str) -> Any:
 
 async def _derived(tool: BuiltinTool, args: argparse.Namespace) -> int:
     """A built-in tool run from its derived command: its answer printed as JSON (a run's once it ends)."""
-    from ice_mcp.server.protocol.arguments import check_arguments
-    from ice_mcp.server.protocol.tool_table import BuiltinCall, Reply, settle
+    from ice_mcp.operations.arguments import check_arguments
+    from ice_mcp.operations.tool_table import BuiltinCall, Reply, settle
 
     params = {name: getattr(args, name) for name in tool.input_schema.get("properties") or {}
               if getattr(args, name, None) is not None}
@@ -474,7 +474,7 @@ def _list_runs(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
 
 def _show_run(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     # A small module: no SDK comes with it.
-    from ice_mcp.server.protocol.run_ids import resolve_run_id
+    from ice_mcp.operations.run_ids import resolve_run_id
 
     try:  # the whole id, or a unique start of it as `runs list` and the run view show
         run_id = resolve_run_id(orchestrator, args.run_id)

@@ -18,7 +18,7 @@ from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, schema_validat
 from ice_mcp.errors import ArgumentsInvalid, IceError
 from ice_mcp.llm.structured import InvalidOutput
 from ice_mcp.llm.structured import validate as validate_output
-from ice_mcp.server.protocol.arguments import check_arguments
+from ice_mcp.operations.arguments import check_arguments
 
 from .helpers import blueprint, tool
 

@@ -12,8 +12,8 @@ import pytest
 
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.cli import build_parser, main
+from ice_mcp.operations.builtins import BUILTINS, BY_NAME
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.builtins import BUILTINS, BY_NAME
 from ice_mcp.server.protocol.catalogue import Catalogue
 from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.rpc import handle_rpc, rpc_methods

@@ -27,11 +27,11 @@ from mcp_helpers import (
 from tasks_client import TasksClient
 
 from ice_mcp.cli import build_parser
+from ice_mcp.operations.search import SearchDoc, SearchIndex, stem, words
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server import build_server
 from ice_mcp.server.cli import _options
 from ice_mcp.server.protocol.envelope import ENVELOPE_SCHEMA
-from ice_mcp.server.protocol.search import SearchDoc, SearchIndex, stem, words
 
 PINNED = name_of("invoice", "summarize")  # `pinned: true` in its blueprint
 MAX_TOOLS, MAX_LIST_BYTES, MAX_NAME = 32, 40 * 1024, 40

@@ -15,8 +15,8 @@ from live import live_server
 from mcp_helpers import ROOT, http_client, structured, subprocess_env
 
 from ice_mcp.errors import IceError
+from ice_mcp.operations.run_ids import resolve_run_id
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.protocol.run_ids import resolve_run_id
 from ice_mcp.settings import Settings
 from ice_mcp.store.records import RunRecord
 

@@ -25,11 +25,11 @@ from mcp_helpers import (
     write_blueprints,
 )
 
+from ice_mcp.operations.result_schemas import ENVELOPE_STATUSES
+from ice_mcp.operations.tool_table import RUN_STATUSES
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server import build_server
-from ice_mcp.server.protocol.result_schemas import ENVELOPE_STATUSES
 from ice_mcp.server.protocol.strict import FORMATS, KEPT, read_strict, strict_schema
-from ice_mcp.server.protocol.tool_table import RUN_STATUSES
 
 SCRIPT = Path(__file__).parent / "ts" / "strict_schemas.mjs"
 TEMPLATES = sorted((ROOT / "blueprints").glob("*.json"))

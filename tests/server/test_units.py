@@ -8,10 +8,10 @@ import pytest
 
 from ice_mcp import Orchestrator, Settings
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.server.protocol.diagram import mermaid
-from ice_mcp.server.protocol.documents import DocumentError, parse_document
-from ice_mcp.server.protocol.naming import advertised_name, parse_canonical
-from ice_mcp.server.protocol.schema import flatten_schema
+from ice_mcp.operations.diagram import mermaid
+from ice_mcp.operations.documents import DocumentError, parse_document
+from ice_mcp.operations.flat_schema import flatten_schema
+from ice_mcp.operations.naming import advertised_name, parse_canonical
 from ice_mcp.tools.registry import Registry
 
 PORTABLE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp.server.extension import Extension
 
+from ice_mcp.operations.builtins import BUILTINS
 from ice_mcp.server.protocol.catalogue import META_KEY
 
 RUN_VIEW_URI = "ui://ice/run-view"
@@ -26,7 +27,8 @@ TEMPLATE = "app-view.html"
 UI_META: dict[str, Any] = {"prefersBorder": True}  # no csp: the document needs no origin but the host's
 # The tools whose result names a run to draw, by the id the catalogue keeps in `_meta` (kinds by prefix).
 SHOWN_KINDS = ("workflow:", "agent:")
-SHOWN_BUILTINS = frozenset({"blueprint_run", "network_execute", "network.execute", "workflow_start"})
+SHOWN_BUILTINS = frozenset(name for tool in BUILTINS if tool.shows_run
+                           for name in (tool.name, tool.alias) if name)
 _INLINE = re.compile(r'<(style|script)([^>]*) data-inline="([^"]+)"></\1>')
 _MODULE_IMPORT = re.compile(r"^import .* from '\./[a-z-]+\.js';\n", re.MULTILINE)
 

@@ -9,18 +9,10 @@ from typing import Any
 import mcp_types as types
 
 from ice_mcp.errors import ArgumentsInvalid, IceError
-from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.edges import lone_surrogate
-from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import BY_NAME, WORKFLOW_START
-from ice_mcp.server.protocol.catalogue import Catalogue, Entry
-from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result
-from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
-from ice_mcp.server.protocol.runs import Progress, RunLog
-from ice_mcp.server.protocol.strict import read_strict
-from ice_mcp.server.protocol.tasks import TaskView
-from ice_mcp.server.protocol.tool_table import (
+from ice_mcp.operations.arguments import check_arguments
+from ice_mcp.operations.builtins import BY_NAME
+from ice_mcp.operations.run_relay import Progress, RunLog
+from ice_mcp.operations.tool_table import (
     BuiltinCall,
     BuiltinTool,
     Reply,
@@ -30,6 +22,14 @@ from ice_mcp.server.protocol.tool_table import (
     settle,
     wait_for_network,
 )
+from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.edges import lone_surrogate
+from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.catalogue import Catalogue, Entry
+from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result
+from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
+from ice_mcp.server.protocol.strict import read_strict
+from ice_mcp.server.protocol.tasks import TaskView
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class ToolCalls:
         wait: float | None = None  # the transport's default
         # What an OpenAI-strict caller sends: null for "not given", JSON text for a free-form object (strict.py).
         arguments = read_strict(entry.schema, arguments)
-        if entry.kind == "builtin" and entry.target == WORKFLOW_START:
+        if entry.forwards_to_workflow:
             try:  # from here on it is the workflow's own call: same checks, run, progress, task and result
                 entry, arguments, wait = self._started(entry, arguments)
                 arguments = read_strict(entry.schema, arguments)

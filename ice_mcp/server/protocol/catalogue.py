@@ -15,27 +15,26 @@ from typing import Any
 import mcp_types as types
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
-from ice_mcp.server.protocol.builtins import (
+from ice_mcp.operations.builtins import (
     ALIASES,
     BUILTINS,
     BY_NAME,
     SEARCH_LIMIT,
-    WORKFLOW_START,
 )
-from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
-from ice_mcp.server.protocol.naming import advertised_name, canonical_id, parse_canonical
-from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
-from ice_mcp.server.protocol.result_schemas import (
+from ice_mcp.operations.flat_schema import flatten_schema
+from ice_mcp.operations.hook_tools import HOOK_TOOLS
+from ice_mcp.operations.naming import advertised_name, canonical_id, parse_canonical
+from ice_mcp.operations.notify_tools import NOTIFY_TOOLS
+from ice_mcp.operations.result_schemas import (
     AGENT_RESULT_SCHEMA,
     tool_result_schema,
     workflow_result_schema,
 )
-from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
-from ice_mcp.server.protocol.schema import flatten_schema
-from ice_mcp.server.protocol.search import SearchDoc, SearchIndex
-from ice_mcp.server.protocol.tool_table import BuiltinTool, Hints
+from ice_mcp.operations.schedule_tools import SCHEDULE_TOOLS
+from ice_mcp.operations.search import SearchDoc, SearchIndex
+from ice_mcp.operations.tool_table import BuiltinTool, Hints
+from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annotations
 from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
@@ -68,6 +67,11 @@ class Entry:
     @property
     def schema(self) -> dict[str, Any]:
         return self.tool.input_schema
+
+    @property
+    def forwards_to_workflow(self) -> bool:
+        """A built-in whose call becomes the call of the workflow it names (workflow_start)."""
+        return self.kind == "builtin" and BY_NAME[self.target].forwards_to_workflow
 
 
 class Catalogue:
@@ -172,7 +176,7 @@ class Catalogue:
     def _builtin_entry(self, builtin: BuiltinTool) -> Entry:
         name = builtin.alias if (self._options.canonical_names and builtin.alias) else builtin.name
         meta, hints = {META_KEY: builtin.alias or builtin.name}, builtin.annotations
-        if builtin.name == WORKFLOW_START and self._options.read_only:
+        if builtin.forwards_to_workflow and self._options.read_only:
             hints = READ_ONLY_START
         tool = types.Tool(
             name=name,

@@ -9,7 +9,7 @@ from typing import Any
 import mcp_types as types
 import orjson
 
-from ice_mcp.server.protocol import result_schemas
+from ice_mcp.operations import result_schemas
 from ice_mcp.store.records import RunRecord
 from ice_mcp.tracing import trace_id_of
 

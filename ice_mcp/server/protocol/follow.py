@@ -21,10 +21,10 @@ from pydantic import ValidationError
 from ice_mcp import tracing
 from ice_mcp.errors import IceError, NotWaiting
 from ice_mcp.network import NetworkHandle
+from ice_mcp.operations.run_relay import Progress, ProgressRelay, RunLog, relayed_run
 from ice_mcp.orchestrator import Orchestrator, RunHandle
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.envelope import error_result, run_result
-from ice_mcp.server.protocol.runs import Progress, ProgressRelay, RunLog, relayed_run
 from ice_mcp.server.protocol.tasks import TaskView, answer_question
 from ice_mcp.store.events import Listener
 from ice_mcp.store.records import RunRecord

@@ -12,8 +12,8 @@ import yaml
 from jinja2.sandbox import SandboxedEnvironment
 from mcp import MCPError
 
+from ice_mcp.operations.documents import blueprint_files, doc_files
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.documents import blueprint_files, doc_files
 from ice_mcp.server.protocol.resources import run_ids
 
 INVALID_PARAMS = -32602

@@ -11,12 +11,12 @@ import mcp_types as types
 from mcp import MCPError
 
 from ice_mcp.errors import IceError
+from ice_mcp.operations.diagram import mermaid
+from ice_mcp.operations.documents import blueprint_files, blueprint_json, doc_files, first_line
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.principals import isolated
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.app_view import RUN_VIEW_URI, read_run_view, run_view_resource
-from ice_mcp.server.protocol.diagram import mermaid
-from ice_mcp.server.protocol.documents import blueprint_files, blueprint_json, doc_files, first_line
 from ice_mcp.server.protocol.envelope import to_json
 
 RESOURCE_NOT_FOUND = -32002

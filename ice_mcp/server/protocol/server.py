@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict
 
 from ice_mcp.bundled import workspace_note
 from ice_mcp.errors import IceError
+from ice_mcp.operations.arguments import check_arguments
+from ice_mcp.operations.builtins import BY_NAME
+from ice_mcp.operations.run_relay import RunLog
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
 from ice_mcp.server.additions import NativeTool
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.app_view import RunViewApp, with_run_view
-from ice_mcp.server.protocol.arguments import check_arguments
-from ice_mcp.server.protocol.builtins import BY_NAME
 from ice_mcp.server.protocol.calls import ToolCalls
 from ice_mcp.server.protocol.catalogue import Catalogue
 from ice_mcp.server.protocol.envelope import error_result
@@ -36,7 +37,6 @@ from ice_mcp.server.protocol.listen import Listen
 from ice_mcp.server.protocol.notify import ChangeNotifier
 from ice_mcp.server.protocol.prompts import Prompts
 from ice_mcp.server.protocol.resources import RUN_URI, TEMPLATES, Resources, visible_uri
-from ice_mcp.server.protocol.runs import RunLog
 from ice_mcp.server.protocol.tasks import TasksExtension, can_elicit, modern, negotiated
 from ice_mcp.store.events import Event
 from ice_mcp.store.vocabulary import QUESTION_EVENTS, RUN_EVENTS

@@ -28,7 +28,6 @@ from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.builtins import WORKFLOW_START
 from ice_mcp.server.protocol.catalogue import Catalogue
 from ice_mcp.server.protocol.envelope import FAILED, json_result, run_result
 from ice_mcp.store.records import RunRecord, iso
@@ -184,7 +183,7 @@ class TasksExtension(Extension):
     async def intercept_tool_call(self, params: types.CallToolRequestParams, ctx: Ctx,
                                   call_next: CallNext) -> HandlerResult:
         entry = self._catalogue.resolve(params.name)
-        if entry is not None and entry.target == WORKFLOW_START and isinstance(name := (params.arguments or {}).get(
+        if entry is not None and entry.forwards_to_workflow and isinstance(name := (params.arguments or {}).get(
                 "name"), str):  # the workflow it starts is the one that may need a task
             entry = self._catalogue.resolve(name) or self._catalogue.resolve(f"workflow:{name}")
         if entry is not None and entry.kind == "workflow" and modern(ctx) and not negotiated(ctx):

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ice_mcp.operations.builtins import BUILTINS
 from ice_mcp.principals import ACTING
 from ice_mcp.server.access import caller_id
 from ice_mcp.server.oauth import Principal, TokenVerifier
 from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.builtins import BUILTINS
 from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.auth import (
     TICKET_SECONDS,

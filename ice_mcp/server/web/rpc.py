@@ -12,12 +12,12 @@ from jsonrpcserver import Error, Result, Success, async_dispatch
 from jsonrpcserver.main import default_validator
 
 from ice_mcp.errors import ArgumentsInvalid, IceError
+from ice_mcp.operations.builtins import BUILTINS
+from ice_mcp.operations.run_relay import run_and_wait
+from ice_mcp.operations.tool_table import MAX_WAIT_PARAM, BuiltinTool
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server.edges import lone_surrogate
-from ice_mcp.server.protocol.builtins import BUILTINS
 from ice_mcp.server.protocol.calls import ToolCalls
-from ice_mcp.server.protocol.runs import run_and_wait
-from ice_mcp.server.protocol.tool_table import MAX_WAIT_PARAM, BuiltinTool
 from ice_mcp.server.web import bodies
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ice_mcp.server.protocol.run_graph import (
+from ice_mcp.operations.run_graph import (
     MAX_DEPTH,
     MAX_NODES,
     PlanLookup,

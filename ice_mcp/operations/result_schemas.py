@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import is_typeddict
 
-from ice_mcp.server.protocol.schema import flatten_schema
+from ice_mcp.operations.flat_schema import flatten_schema
 
 # A run's statuses (tool_table.RUN_STATUSES) and `error`, the status of a call refused before any run started.
 ENVELOPE_STATUSES = ["queued", "running", "input_required", "succeeded", "failed", "cancelled", "timed_out",

@@ -6,13 +6,13 @@ Each is one `BuiltinTool` entry and one handler over the orchestrator's notifica
 from __future__ import annotations
 
 from ice_mcp.notify.desk import ON
-from ice_mcp.server.protocol.result_schemas import (
+from ice_mcp.operations.result_schemas import (
     DELETED_SCHEMA,
     DELIVERIES_SCHEMA,
     TARGET_LIST_SCHEMA,
     TARGET_SCHEMA,
 )
-from ice_mcp.server.protocol.tool_table import (
+from ice_mcp.operations.tool_table import (
     READ_ONLY,
     Answer,
     BuiltinCall,

@@ -16,9 +16,9 @@ import orjson
 
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX
+from ice_mcp.operations.run_graph import run_graph
+from ice_mcp.operations.tool_table import Answer, BuiltinCall, Handler, Reply
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.protocol.run_graph import run_graph
-from ice_mcp.server.protocol.tool_table import Answer, BuiltinCall, Handler, Reply
 from ice_mcp.store.node_states import fold
 from ice_mcp.store.records import RunRecord
 from ice_mcp.store.vocabulary import EventType

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp.hooks.desk import AUTHS
-from ice_mcp.server.protocol.result_schemas import (
+from ice_mcp.operations.result_schemas import (
     DELETED_SCHEMA,
     HOOK_LIST_SCHEMA,
     HOOK_SCHEMA,
     HOOK_TEST_SCHEMA,
 )
-from ice_mcp.server.protocol.tool_table import (
+from ice_mcp.operations.tool_table import (
     READ_ONLY,
     Answer,
     BuiltinCall,

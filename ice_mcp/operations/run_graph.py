@@ -1,6 +1,6 @@
 """A run's or workflow's graph as the run views draw it (/ui and the MCP App): nodes, edges, containers.
 
-It lives beside the protocol so the MCP App's `run_status` can send it; `/ui` re-exports it
+It lives with the operations so the MCP App's `run_status` can send it; `/ui` re-exports it
 (`ice_mcp.server.web.ui.graph`).
 """
 

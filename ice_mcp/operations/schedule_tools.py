@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ice_mcp.server.protocol.result_schemas import (
+from ice_mcp.operations.result_schemas import (
     DELETED_SCHEMA,
     SCHEDULE_BACKFILL_SCHEMA,
     SCHEDULE_HISTORY_SCHEMA,
@@ -16,7 +16,7 @@ from ice_mcp.server.protocol.result_schemas import (
     SCHEDULE_SCHEMA,
     SCHEDULE_TRIGGER_SCHEMA,
 )
-from ice_mcp.server.protocol.tool_table import (
+from ice_mcp.operations.tool_table import (
     READ_ONLY,
     Answer,
     BuiltinCall,

@@ -8,16 +8,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from ice_mcp.network import NetworkHandle
+from ice_mcp.operations.run_relay import run_and_wait
 from ice_mcp.orchestrator import Orchestrator, RunHandle
-from ice_mcp.server.protocol.runs import run_and_wait
 from ice_mcp.store.events import Listener
 from ice_mcp.store.records import RunRecord
-
-if TYPE_CHECKING:
-    from ice_mcp.server.protocol.catalogue import Catalogue
 
 # What a caller must be allowed to do: read runs and the catalogue, start or steer runs, change the catalogue.
 Scope = Literal["read", "run", "admin"]
@@ -61,6 +58,21 @@ READ_ONLY = Hints(read_only=True, destructive=False, idempotent=True, open_world
 # -- what a handler receives and answers ------------------------------------------------------------
 
 
+class Named(Protocol):
+    """What a handler reads of a catalogue entry: the name a client calls it by."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class ToolFinder(Protocol):
+    """What a handler asks of the MCP catalogue: a tool by name or canonical id, and workflow_search's results."""
+
+    def resolve(self, name: str) -> Named | None: ...
+
+    def search(self, query: str, limit: int = 5) -> list[dict[str, Any]]: ...
+
+
 @dataclass(slots=True)
 class BuiltinCall:
     """One call of a built-in tool, its arguments already checked against the tool's input schema."""
@@ -71,7 +83,7 @@ class BuiltinCall:
     caller: str | None
     wait_budget: Callable[[Any], float]  # a requested wait_seconds -> the seconds this server will wait
     called_as: str  # transport and name, as an answer's `by` records it: "mcp:run_respond", "rpc:run.respond"
-    catalogue: Catalogue | None = None  # the MCP catalogue, where there is one
+    catalogue: ToolFinder | None = None  # the MCP catalogue, where there is one
     ui_link: Callable[[], dict[str, Any]] | None = None  # the run view's address for the caller (over HTTP)
 
 
@@ -164,6 +176,8 @@ class BuiltinTool:
     rpc: str | None = None  # its /rpc method
     cli: tuple[str, ...] | None = None  # its `ice-mcp` command
     cli_flags: tuple[str, ...] = ()  # required strings the command takes as `--flags` rather than positionally
+    forwards_to_workflow: bool = False  # over MCP a call of it becomes the named workflow's own call
+    shows_run: bool = False  # its answer names a run the run view (the MCP App) can follow
 
     @property
     def admin(self) -> bool:

@@ -15,11 +15,10 @@ from typing import Any
 
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
-from ice_mcp.principals import everyone
-from ice_mcp.server.protocol.documents import parse_document
-from ice_mcp.server.protocol.hook_tools import HOOK_TOOLS
-from ice_mcp.server.protocol.notify_tools import NOTIFY_TOOLS
-from ice_mcp.server.protocol.result_schemas import (
+from ice_mcp.operations.documents import parse_document
+from ice_mcp.operations.hook_tools import HOOK_TOOLS
+from ice_mcp.operations.notify_tools import NOTIFY_TOOLS
+from ice_mcp.operations.result_schemas import (
     ENVELOPE_SCHEMA,
     NETWORK_SCHEMA,
     RECORD_SCHEMA,
@@ -28,10 +27,10 @@ from ice_mcp.server.protocol.result_schemas import (
     RUN_LIST_SCHEMA,
     RUN_OR_NETWORK_SCHEMA,
 )
-from ice_mcp.server.protocol.run_changes import FOLLOW_PROPERTIES, following
-from ice_mcp.server.protocol.run_ids import resolve_run_id
-from ice_mcp.server.protocol.schedule_tools import SCHEDULE_TOOLS
-from ice_mcp.server.protocol.tool_table import (
+from ice_mcp.operations.run_changes import FOLLOW_PROPERTIES, following
+from ice_mcp.operations.run_ids import resolve_run_id
+from ice_mcp.operations.schedule_tools import SCHEDULE_TOOLS
+from ice_mcp.operations.tool_table import (
     BLUEPRINT_SCHEMA,
     KEY_SCHEMA,
     READ_ONLY,
@@ -48,6 +47,7 @@ from ice_mcp.server.protocol.tool_table import (
     RunWatched,
     obj_schema,
 )
+from ice_mcp.principals import everyone
 
 # -- handlers ------------------------------------------------------------------------------------------
 
@@ -209,7 +209,7 @@ async def workflow_search(call: BuiltinCall) -> Answer:
 
 
 async def workflow_start(call: BuiltinCall) -> Answer:
-    # Never reached over MCP: tools/call turns workflow_start into the workflow's own call first (calls.py).
+    # Never reached over MCP: server/protocol/calls.py makes it the workflow's own call first.
     raise IceError(f"{WORKFLOW_START} is an MCP tool", code="unavailable")
 
 
@@ -297,7 +297,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         obj_schema({"blueprint": BLUEPRINT_SCHEMA, "inputs": {"type": "object"}, "idempotency_key": KEY_SCHEMA,
               "wait_seconds": WAIT_SCHEMA}, ["blueprint"]),
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
-        blueprint_run, scope="run", output_schema=ENVELOPE_SCHEMA, cli=("run",)),
+        blueprint_run, scope="run", output_schema=ENVELOPE_SCHEMA, cli=("run",), shows_run=True),
     BuiltinTool(
         "network_execute", "Run a network manifest (several workflows with dependencies), given as YAML text or "
         "an object.",
@@ -306,7 +306,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
               "wait_seconds": WAIT_SCHEMA, "idempotency_key": KEY_SCHEMA}, ["manifest"]),
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         network_execute, scope="run", output_schema=NETWORK_SCHEMA, alias="network.execute", rpc="network.execute",
-        cli=("network", "run")),
+        cli=("network", "run"), shows_run=True),
     BuiltinTool(
         WORKFLOW_SEARCH, "Find registered workflows by what they do, when there are more than the tool list shows: "
         "the best matches over names, descriptions, input names and tags, each with its inputs schema. Run one "
@@ -333,7 +333,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
                     "wait_seconds": WAIT_SCHEMA, "idempotency_key": KEY_SCHEMA}, ["name", "inputs"]),
         # What it runs is known only at call time: the hints are those of the most a workflow may do.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
-        workflow_start, scope="run", output_schema=STARTED_SCHEMA),
+        workflow_start, scope="run", output_schema=STARTED_SCHEMA, forwards_to_workflow=True, shows_run=True),
     *SCHEDULE_TOOLS,
     *HOOK_TOOLS,
     *NOTIFY_TOOLS,
