@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import platform
 import sys
 import time
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ice_mcp.sandbox import artifacts as A
 from ice_mcp.sandbox.driver_source import DRIVER_SOURCE
@@ -61,6 +63,18 @@ class CacheLayout:
     def driver(self) -> Path:
         return self.lib / driver_name()
 
+    @property
+    def origin(self) -> Path:
+        """How this folder's module came to be: compiled here (from an empty folder or not), or copied."""
+        return self.root / "origin.json"
+
+    def made(self) -> dict[str, Any] | None:
+        try:
+            found = json.loads(self.origin.read_text())
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
+
     def ready(self) -> bool:
         """Whether every file is there and private (a .cwasm is native code, run as found)."""
         return all(A.is_private_file(p) for p in (self.cwasm, self.stdlib_zip, self.driver))
@@ -86,6 +100,11 @@ def _compiled_before() -> Path | None:
     return None
 
 
+def _record(layout: CacheLayout, made: dict[str, Any]) -> None:
+    """Say how the module was made (`ice-mcp sandbox warmup` and a test of the first-time path read it)."""
+    A.write_private(layout.origin, json.dumps({**made, "at": time.time()}).encode())
+
+
 def _log(quiet: bool, message: str) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
@@ -104,6 +123,7 @@ def ensure_cache(cache_dir: Path | None = None, *, quiet: bool = True) -> CacheL
     with _locked(layout.root):
         if layout.ready():
             return layout
+        empty = not any(A.is_private_file(p) for p in (layout.cwasm, layout.stdlib_zip, layout.driver))
         A.ensure_private_dir(layout.lib)
         carrier = A.verified_carrier()
         if not A.is_private_file(layout.stdlib_zip):
@@ -113,6 +133,7 @@ def ensure_cache(cache_dir: Path | None = None, *, quiet: bool = True) -> CacheL
             A.write_private(layout.stdlib_zip, data)
         if cache_dir is None and not A.is_private_file(layout.cwasm) and (earlier := _compiled_before()):
             A.write_private(layout.cwasm, earlier.read_bytes())  # a copy takes a second, a compile minutes
+            _record(layout, {"made": "copied", "from": str(earlier)})
         if A.is_private_file(layout.cwasm):
             runtime = load_runtime(layout.cwasm, layout.lib)
         else:
@@ -126,7 +147,9 @@ def ensure_cache(cache_dir: Path | None = None, *, quiet: bool = True) -> CacheL
             del wasm
             A.write_private(layout.cwasm, serialized)
             del serialized
-            _log(quiet, f"compiled in {time.perf_counter() - started:.1f} s")
+            seconds = round(time.perf_counter() - started, 1)
+            _record(layout, {"made": "compiled", "from_empty_folder": empty, "seconds": seconds})
+            _log(quiet, f"compiled in {seconds:.1f} s")
         try:
             A.write_private(layout.driver, marshal_driver(runtime, DRIVER_SOURCE))
         finally:
