@@ -36,11 +36,14 @@ run: setup
 	$(VENV)/bin/ice-mcp serve --http --blueprints blueprints --log-level info
 
 # Byte-compiled first: with PYTHONDONTWRITEBYTECODE set, every server a test starts would compile ~180 modules (~0.7 s).
-# One process: on 2 cores, 4 xdist workers took 14 min 48 s and failed 10 live tests that time /healthz or a run's
-# window under load (measured); the in-process tests alone run in parallel below.
+# Most tests wait on servers, stores and clocks more than they compute, so they run on CI_WORKERS pytest-xdist workers
+# (a file's tests on one worker, sharing its servers); the tests that time the server's answers (`alone`) run after
+# them, with nothing beside them.
+CI_WORKERS ?= 3
 test: test-setup check
 	$(PY) -m compileall -q ice_mcp
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(CI_WORKERS) --dist loadfile -m "not alone"
+	$(PY) -m pytest -q -m alone
 
 # The inner loop: the in-process tests (no server, store, browser or compile of their own) on TEST_WORKERS
 # pytest-xdist workers; `make test` (CI) runs everything.

@@ -42,10 +42,18 @@ LIVE = ("tests/replicas/", "tests/temporal/", "tests/ui/", "tests/upstream/", "_
         "test_metrics_temporal.py", "test_tracing_kill.py", "test_llm_local.py")
 
 
+# A test that times the server's /healthz during a hostile call (tests/server/live.py's healthz_watch) measures
+# latency, which other tests' load would distort: marked `alone`, `make test` runs it after the parallel part.
+TIMES_LATENCY = "healthz_watch"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if any(part in item.nodeid for part in LIVE):
             item.add_marker(pytest.mark.live)
+        code = getattr(getattr(item, "function", None), "__code__", None)
+        if code is not None and TIMES_LATENCY in code.co_names:
+            item.add_marker(pytest.mark.alone)
 
 
 def pytest_configure(config: pytest.Config) -> None:
