@@ -18,9 +18,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp import tracing
 from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
+from ice_mcp.observability import tracing
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import ValidationReport

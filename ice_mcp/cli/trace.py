@@ -3,7 +3,7 @@
 It works for runs recorded with tracing off (no OpenTelemetry package is imported), so a failed run can be
 opened afterwards in any viewer that reads OTLP/JSON. By default the trace holds names, timings, attempts,
 token counts, costs and error codes only; `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` adds
-inputs, outputs, tool arguments and error messages (which often quote inputs). See `ice_mcp.store.otlp`.
+inputs, outputs, tool arguments and error messages (which often quote inputs). See `ice_mcp.observability.trace_export`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp.errors import IceError
 
 if TYPE_CHECKING:
+    from ice_mcp.observability.trace_export import ProviderResolver
     from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.otlp import ProviderResolver
     from ice_mcp.store.records import RunRecord
 
 PREFIX_SCAN = 1000  # a short run id is looked for among this many of the newest runs
@@ -88,7 +88,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def export_run(orchestrator: Orchestrator, run_id: str, environ: Mapping[str, str]) -> bytes:
     """The OTLP/JSON bytes of one run of `orchestrator`'s store (raises RunNotFound)."""
-    from ice_mcp.store.otlp import (
+    from ice_mcp.observability.trace_export import (
         DEFAULT_SERVICE_NAME,
         capture_content,
         dumps_trace,

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ice_mcp import tracing
 from ice_mcp.bundled import SAMPLES_FOLDER, bundled_dir, seed_workspace
 from ice_mcp.errors import IceError
-from ice_mcp.server.additions import load_extension
+from ice_mcp.observability import tracing
+from ice_mcp.server.auth.resource_server import OAuthConfig
 from ice_mcp.server.cluster import add_dev_cluster_command
-from ice_mcp.server.oauth import OAuthConfig
+from ice_mcp.server.extensions import load_extension
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.server.web.ui.viewer import add_catalogue_arguments, add_ui_command, run_server

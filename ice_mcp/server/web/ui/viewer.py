@@ -55,7 +55,7 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from ice_mcp.server.web.auth import StaticTokens
+    from ice_mcp.server.auth.authenticators import StaticTokens
     from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
     from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
 
