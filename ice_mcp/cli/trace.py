@@ -56,11 +56,12 @@ def add_trace_commands(commands: Any) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the trace; an unknown run is one line on stderr and exit status 1."""
-    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.orchestrator import build_orchestrator
     from ice_mcp.settings import Settings
 
     # The run store read directly, as `runs show` does: no tools, upstream servers or engine start.
-    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
+    orchestrator = build_orchestrator(Settings.from_env(data_dir=args.data_dir, state_url=args.state),
+                                      store_only=True)
     try:
         try:
             body = export_run(orchestrator, args.run_id, os.environ)
