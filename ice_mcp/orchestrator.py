@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp.answers import Answers
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.bundled import bundled_dir
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
 from ice_mcp.core.executor import NodeType
@@ -49,8 +48,7 @@ from ice_mcp.store.journal import Replay, replay_from_events
 from ice_mcp.store.records import RunRecord, trigger_kind
 from ice_mcp.store.sqlite import open_store
 from ice_mcp.tools.builtin import register_builtin_tools
-from ice_mcp.tools.modules import import_tool_modules
-from ice_mcp.tools.registry import DEFAULT_REGISTRY, Registry
+from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs
 from ice_mcp.types import Effects
 
@@ -580,29 +578,6 @@ class Orchestrator(NetworkRuns):
         await self.services.aclose()
         if self.store is not None:
             self.store.close()
-
-
-def build_orchestrator(settings: Settings, *, tools: Iterable[str] = (), store_only: bool = False) -> Orchestrator:
-    """The orchestrator a command, a server, a worker or the run view runs with, built from its settings: the one
-    way they build it (`Orchestrator(...)` stays the public constructor).
-
-    `tools`: the `--tools` modules (and ICE_MCP_TOOLS), imported; the tools their `@tool` collected go into this
-    orchestrator's own registry, a copy of the default one. `store_only`: the run store read directly (`runs list`,
-    `runs show`, `trace export`): no module imported, a registry of the built-in tools only."""
-    if store_only:
-        return Orchestrator(settings=settings)
-    import_tool_modules(tools)
-    return Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
-
-
-def load_blueprint_folders(orc: Orchestrator, folders: Iterable[Path | str], *, templates: bool = False
-                           ) -> list[ValidationIssue]:
-    """Register the blueprints of each folder, the bundled templates' first with `templates` (`--templates`);
-    returns the problems of those that failed."""
-    problems: list[ValidationIssue] = []
-    for folder in [*([bundled_dir("blueprints")] if templates else []), *folders]:
-        problems.extend(orc.load_blueprints(Path(folder)))
-    return problems
 
 
 def _downstream(plan: Plan, node_id: str) -> list[str]:

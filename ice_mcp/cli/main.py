@@ -282,8 +282,8 @@ def package_version() -> str:
 
 async def make_orchestrator(args: argparse.Namespace, *, samples: bool = True, **overrides: Any) -> Orchestrator:
     """The orchestrator a command runs with; `samples`: a new (empty or missing) workspace gets the sample files."""
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
     from ice_mcp.bundled import seed_workspace
-    from ice_mcp.orchestrator import build_orchestrator, load_blueprint_folders
     from ice_mcp.settings import Settings
 
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
@@ -441,7 +441,7 @@ async def _retry(args: argparse.Namespace) -> int:
 
 def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse.Namespace], int]) -> int:
     """`runs list` and `runs show`: the run store read directly, with no tools, upstreams or engine."""
-    from ice_mcp.orchestrator import build_orchestrator
+    from ice_mcp.assembly import build_orchestrator
     from ice_mcp.settings import Settings
 
     orchestrator = build_orchestrator(Settings.from_env(data_dir=args.data_dir, state_url=args.state),

@@ -56,7 +56,7 @@ def add_trace_commands(commands: Any) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the trace; an unknown run is one line on stderr and exit status 1."""
-    from ice_mcp.orchestrator import build_orchestrator
+    from ice_mcp.assembly import build_orchestrator
     from ice_mcp.settings import Settings
 
     # The run store read directly, as `runs show` does: no tools, upstream servers or engine start.

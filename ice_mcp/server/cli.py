@@ -229,7 +229,7 @@ def serve_settings(args: argparse.Namespace) -> Settings:
 async def server_orchestrator(args: argparse.Namespace, options: ServerOptions, settings: Settings | None = None
                               ) -> Orchestrator:
     # The engine and its imports (~200 ms): only once serving.
-    from ice_mcp.orchestrator import build_orchestrator, load_blueprint_folders
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
 
     settings = settings or serve_settings(args)
     copied = seed_workspace(settings.workspace)  # the folder named by claude-config may be new

@@ -74,7 +74,7 @@ def _orchestrator(args: argparse.Namespace) -> Orchestrator:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
     # The engine: not for a command line that only parses.
-    from ice_mcp.orchestrator import build_orchestrator, load_blueprint_folders
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
 
     orc = build_orchestrator(Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
                                                state_url=args.state), tools=args.tools)
