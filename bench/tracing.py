@@ -29,7 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ice_mcp import Orchestrator, Registry, Settings, tracing  # noqa: E402
+from ice_mcp import Orchestrator, Registry, Settings  # noqa: E402
+from ice_mcp.observability import tracing  # noqa: E402
 
 RECEIVER = """
 import http.server, sys

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.blueprint.schemas import schema_validator
 from ice_mcp.core.questions import Answer, Question
 from ice_mcp.desks import RunLookups
-from ice_mcp.engines.following import follow_event
+from ice_mcp.engines.remote_runs import follow_event
 from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
 from ice_mcp.store.base import StoredRun
 from ice_mcp.store.events import Event, Listener
@@ -22,7 +22,7 @@ from ice_mcp.store.vocabulary import EventType
 if TYPE_CHECKING:
     from ice_mcp.core.questions import Questions
     from ice_mcp.engines.base import Engine
-    from ice_mcp.handles import RunHandle
+    from ice_mcp.run_handles import RunHandle
     from ice_mcp.store.base import Owner, RunRecords
 
 logger = logging.getLogger(__name__)

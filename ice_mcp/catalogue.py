@@ -15,7 +15,7 @@ from ice_mcp.core.executor import NodeType
 from ice_mcp.core.plan import Plan
 from ice_mcp.direct import agent_document
 from ice_mcp.errors import BlueprintInvalid, IceError, UnknownName
-from ice_mcp.handles import PlanCache
+from ice_mcp.run_handles import PlanCache
 from ice_mcp.services import Services
 from ice_mcp.store.base import RunStorage, StoredRun
 from ice_mcp.store.records import NETWORK_ID_PREFIX

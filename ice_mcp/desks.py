@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ice_mcp.core.context import Spend
     from ice_mcp.core.plan import Plan
-    from ice_mcp.handles import RunHandle
+    from ice_mcp.run_handles import RunHandle
     from ice_mcp.store.records import RunRecord
 
 

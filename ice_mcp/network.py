@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ice_mcp.catalogue import Target
     from ice_mcp.core.runner import Runner
     from ice_mcp.engines.base import Engine
-    from ice_mcp.handles import ExpiringKeys
+    from ice_mcp.run_handles import ExpiringKeys
     from ice_mcp.schedules.desk import Schedules
     from ice_mcp.services import Services
     from ice_mcp.settings import Settings

@@ -31,13 +31,14 @@ from ice_mcp.direct import tool_plan
 from ice_mcp.engines import Engine, Launch, PrometheusMetrics, open_engine
 from ice_mcp.engines.base import RECENT_RUNS
 from ice_mcp.errors import BlueprintInvalid, IceError, InputsInvalid, RateLimited, UnknownName
-from ice_mcp.handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.hooks.desk import Hooks
 from ice_mcp.llm.service import LLMService
 from ice_mcp.network import NETWORK_ID_PREFIX, NamedNetwork, NetworkHandle, NetworkRuns
 from ice_mcp.nodes import builtin_node_types
 from ice_mcp.notify.desk import Notifications
+from ice_mcp.observability.tracing import begin_run
 from ice_mcp.principals import isolated, may_see, owned_key
+from ice_mcp.run_handles import ExpiringKeys, RunHandle, new_run_id
 from ice_mcp.schedules.desk import Schedules
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
@@ -49,7 +50,6 @@ from ice_mcp.store.sqlite import open_store
 from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs
-from ice_mcp.tracing import begin_run
 from ice_mcp.types import Effects
 
 if TYPE_CHECKING:

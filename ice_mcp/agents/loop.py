@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ice_mcp import tracing
 from ice_mcp.agents.definition import AgentDefinition
 from ice_mcp.agents.tools import AgentTool
 from ice_mcp.errors import NodeFailure
 from ice_mcp.llm.service import LLMService
 from ice_mcp.llm.types import ChatRequest, Message
+from ice_mcp.observability import tracing
 from ice_mcp.store.vocabulary import NodeEventKind
 from ice_mcp.types import Usage
 

@@ -18,9 +18,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp import tracing
 from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
+from ice_mcp.observability import tracing
 
 if TYPE_CHECKING:
     from ice_mcp.blueprint.issues import ValidationReport
@@ -282,28 +282,23 @@ def package_version() -> str:
 
 async def make_orchestrator(args: argparse.Namespace, *, samples: bool = True, **overrides: Any) -> Orchestrator:
     """The orchestrator a command runs with; `samples`: a new (empty or missing) workspace gets the sample files."""
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
     from ice_mcp.bundled import seed_workspace
-    from ice_mcp.orchestrator import Orchestrator
     from ice_mcp.settings import Settings
-    from ice_mcp.tools.modules import import_tool_modules
-    from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
-    import_tool_modules(args.tools)
     settings = Settings.from_env(data_dir=args.data_dir, workspace=args.workspace, state_url=args.state,
                                  allow_net=tuple(getattr(args, "allow_net", None) or ()) or None, **overrides)
     if samples:
         seed_workspace(settings.workspace)
-    # The tools the modules just registered with @tool, in this orchestrator's own registry.
-    orchestrator = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())
+    orchestrator = build_orchestrator(settings, tools=args.tools)
     try:
         await orchestrator.connect_upstream(args.mcp_config)  # blueprints below may use upstream tools
     except BaseException:
         await orchestrator.aclose()
         raise
     orchestrator.restore_blueprints()  # workflows registered at run time (over MCP, /rpc or Python)
-    for folder in args.blueprints:
-        for problem in orchestrator.load_blueprints(folder):
-            print(f"warning: {problem.message}", file=sys.stderr)
+    for problem in load_blueprint_folders(orchestrator, args.blueprints):
+        print(f"warning: {problem.message}", file=sys.stderr)
     return orchestrator
 
 
@@ -446,10 +441,11 @@ async def _retry(args: argparse.Namespace) -> int:
 
 def _local_runs(args: argparse.Namespace, show: Callable[[Orchestrator, argparse.Namespace], int]) -> int:
     """`runs list` and `runs show`: the run store read directly, with no tools, upstreams or engine."""
-    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.assembly import build_orchestrator
     from ice_mcp.settings import Settings
 
-    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
+    orchestrator = build_orchestrator(Settings.from_env(data_dir=args.data_dir, state_url=args.state),
+                                      store_only=True)
     try:
         return show(orchestrator, args)
     finally:

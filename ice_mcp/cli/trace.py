@@ -3,7 +3,7 @@
 It works for runs recorded with tracing off (no OpenTelemetry package is imported), so a failed run can be
 opened afterwards in any viewer that reads OTLP/JSON. By default the trace holds names, timings, attempts,
 token counts, costs and error codes only; `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` adds
-inputs, outputs, tool arguments and error messages (which often quote inputs). See `ice_mcp.store.otlp`.
+inputs, outputs, tool arguments and error messages (which often quote inputs). See `ice_mcp.observability.trace_export`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ice_mcp.errors import IceError
 
 if TYPE_CHECKING:
+    from ice_mcp.observability.trace_export import ProviderResolver
     from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.store.otlp import ProviderResolver
     from ice_mcp.store.records import RunRecord
 
 PREFIX_SCAN = 1000  # a short run id is looked for among this many of the newest runs
@@ -56,11 +56,12 @@ def add_trace_commands(commands: Any) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the trace; an unknown run is one line on stderr and exit status 1."""
-    from ice_mcp.orchestrator import Orchestrator
+    from ice_mcp.assembly import build_orchestrator
     from ice_mcp.settings import Settings
 
     # The run store read directly, as `runs show` does: no tools, upstream servers or engine start.
-    orchestrator = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, state_url=args.state))
+    orchestrator = build_orchestrator(Settings.from_env(data_dir=args.data_dir, state_url=args.state),
+                                      store_only=True)
     try:
         try:
             body = export_run(orchestrator, args.run_id, os.environ)
@@ -88,7 +89,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def export_run(orchestrator: Orchestrator, run_id: str, environ: Mapping[str, str]) -> bytes:
     """The OTLP/JSON bytes of one run of `orchestrator`'s store (raises RunNotFound)."""
-    from ice_mcp.store.otlp import (
+    from ice_mcp.observability.trace_export import (
         DEFAULT_SERVICE_NAME,
         capture_content,
         dumps_trace,

@@ -24,7 +24,7 @@ from ice_mcp.conformance.tasks import (
     greet,
 )
 from ice_mcp.conformance.tools import ARGUMENTS, NO_ARGUMENTS, ToolFixtures
-from ice_mcp.server.additions import ServerAdditions
+from ice_mcp.server.extensions import ServerAdditions
 
 
 def extend(orc: Any, additions: ServerAdditions) -> None:

@@ -23,7 +23,7 @@ from ice_mcp.conformance.blocks import (
     sample,
     text_result,
 )
-from ice_mcp.server.additions import ServerAdditions
+from ice_mcp.server.extensions import ServerAdditions
 
 NO_ARGUMENTS = object_schema({})
 ARGUMENTS: dict[str, dict[str, Any]] = {

@@ -18,10 +18,10 @@ from ice_mcp.core.plan import Graph, Plan, PlanNode
 from ice_mcp.core.scheduler import NodeState, Scheduler
 from ice_mcp.core.templates import Scope
 from ice_mcp.errors import GraphFailed, IceError, NodeFailure, RunStopped
+from ice_mcp.observability.tracing import node_attempt, node_span_id, parent_span_of, traceparent_of
 from ice_mcp.store.journal import NodeOutcome
 from ice_mcp.store.records import NodeRecord, RunRecord
 from ice_mcp.store.vocabulary import EventType
-from ice_mcp.tracing import node_attempt, node_span_id, parent_span_of, traceparent_of
 from ice_mcp.types import NodeResult, Usage
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ice_mcp.engines.base import Engine, EngineHost, Launch, LiveRuns, RunHandle
 from ice_mcp.engines.embedded import EmbeddedEngine
-from ice_mcp.engines.prometheus import PrometheusMetrics
 from ice_mcp.errors import IceError
+from ice_mcp.observability.metrics import PrometheusMetrics
 
 ENGINES = ("embedded", "temporal")
 

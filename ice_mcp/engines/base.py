@@ -1,5 +1,5 @@
 """The one interface an orchestrator runs its runs through (start, watch, cancel, resume, list). Every engine
-gives back a `RunHandle` (kept in ice_mcp.handles), so nothing above the orchestrator knows which engine runs a run."""
+gives back a `RunHandle` (kept in ice_mcp.run_handles), so nothing above the orchestrator knows which engine runs a run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ice_mcp.handles import RunHandle
+from ice_mcp.run_handles import RunHandle
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import Sleep, Spend
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
     from ice_mcp.core.questions import Questions
     from ice_mcp.core.runner import Runner
-    from ice_mcp.engines.prometheus import PrometheusMetrics
     from ice_mcp.errors import IceError
+    from ice_mcp.observability.metrics import PrometheusMetrics
     from ice_mcp.services import Services
     from ice_mcp.settings import Settings
     from ice_mcp.store.base import Owner, RunStorage

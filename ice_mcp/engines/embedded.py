@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp import tracing
 from ice_mcp.core.context import RunContext, Sleep, Spend
 from ice_mcp.engines.admission import AdmissionLine
 from ice_mcp.engines.base import (
@@ -23,8 +22,9 @@ from ice_mcp.engines.base import (
     RunHandle,
     resume_failed,
 )
-from ice_mcp.engines.following import catch_up, follow_journal
+from ice_mcp.engines.remote_runs import catch_up, follow_journal
 from ice_mcp.errors import IceError, UnknownName
+from ice_mcp.observability import tracing
 from ice_mcp.store.base import Owner, RunStorage, StoredRun
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.journal import replay_from_events
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
     from ice_mcp.core.questions import Questions
     from ice_mcp.core.runner import Runner
-    from ice_mcp.engines.prometheus import PrometheusMetrics
+    from ice_mcp.observability.metrics import PrometheusMetrics
     from ice_mcp.services import Services
     from ice_mcp.store.events import Listener
 

@@ -32,7 +32,7 @@ from ice_mcp.store.records import iso
 
 if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
-    from ice_mcp.handles import RunHandle
+    from ice_mcp.run_handles import RunHandle
     from ice_mcp.settings import Settings
     from ice_mcp.store.base import HookStore
     from ice_mcp.tools.registry import Registry

@@ -9,13 +9,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from ice_mcp import tracing
 from ice_mcp.llm.config import LLMConfig, Resolution
 from ice_mcp.llm.errors import BudgetExceeded, LLMError
 from ice_mcp.llm.pricing import Price, call_cost_range, estimate_tokens
 from ice_mcp.llm.providers import Provider, make_provider
 from ice_mcp.llm.resilience import ConcurrencyLimits, OnRetry, RetryPolicy, Sleep
 from ice_mcp.llm.types import ChatRequest, Completion, StreamDelta
+from ice_mcp.observability import tracing
 
 if TYPE_CHECKING:
     from ice_mcp.settings import Settings

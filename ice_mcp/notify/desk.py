@@ -33,7 +33,7 @@ from ice_mcp.store.vocabulary import EventType
 if TYPE_CHECKING:
     import httpx2
 
-    from ice_mcp.handles import RunHandle
+    from ice_mcp.run_handles import RunHandle
     from ice_mcp.settings import Settings
     from ice_mcp.store.base import Owner
     from ice_mcp.store.events import Listener

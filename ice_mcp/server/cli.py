@@ -1,7 +1,7 @@
 """`ice-mcp serve`, `ice-mcp ui`, `ice-mcp dev-cluster` and `ice-mcp claude-config`, and what every command
 shares: the parser whose help shows defaults, and the default workspace.
 
-The orchestrator (the engine, the store, the compiler) loads inside `build_orchestrator`: a stdio server may answer
+The orchestrator (the engine, the store, the compiler) loads inside `server_orchestrator`: a stdio server may answer
 its host's first requests before (see warm_start), and parsing a command line never needs it."""
 
 from __future__ import annotations
@@ -19,18 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ice_mcp import tracing
-from ice_mcp.bundled import SAMPLES_FOLDER, bundled_dir, seed_workspace
+from ice_mcp.bundled import SAMPLES_FOLDER, seed_workspace
 from ice_mcp.errors import IceError
-from ice_mcp.server.additions import load_extension
+from ice_mcp.observability import tracing
+from ice_mcp.server.auth.resource_server import OAuthConfig
 from ice_mcp.server.cluster import add_dev_cluster_command
-from ice_mcp.server.oauth import OAuthConfig
+from ice_mcp.server.extensions import load_extension
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.server.web.ui.viewer import add_catalogue_arguments, add_ui_command, run_server
 from ice_mcp.settings import Settings
 from ice_mcp.tools.egress import allow_net_argument
-from ice_mcp.tools.modules import import_tool_modules
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
@@ -227,18 +226,16 @@ def serve_settings(args: argparse.Namespace) -> Settings:
                              temporal_task_queue=getattr(args, "task_queue", None))
 
 
-async def build_orchestrator(args: argparse.Namespace, options: ServerOptions, settings: Settings | None = None
-                             ) -> Orchestrator:
+async def server_orchestrator(args: argparse.Namespace, options: ServerOptions, settings: Settings | None = None
+                              ) -> Orchestrator:
     # The engine and its imports (~200 ms): only once serving.
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.tools.registry import DEFAULT_REGISTRY
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
 
-    import_tool_modules(args.tools)
     settings = settings or serve_settings(args)
     copied = seed_workspace(settings.workspace)  # the folder named by claude-config may be new
     if copied:
         logger.info("workspace %s: sample files copied: %s", settings.workspace, ", ".join(copied))
-    orc = Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
+    orc = build_orchestrator(settings, tools=args.tools)
     try:
         extensions = list(getattr(args, "extend", None) or [])
         if getattr(args, "conformance_fixtures", False):
@@ -250,10 +247,8 @@ async def build_orchestrator(args: argparse.Namespace, options: ServerOptions, s
     except BaseException:
         await orc.aclose()
         raise
-    folders = [bundled_dir("blueprints")] if getattr(args, "templates", False) else []
-    for folder in [*folders, *args.blueprints]:
-        for problem in orc.load_blueprints(Path(folder)):
-            logger.warning("blueprint not registered: %s", problem.message)
+    for problem in load_blueprint_folders(orc, args.blueprints, templates=getattr(args, "templates", False)):
+        logger.warning("blueprint not registered: %s", problem.message)
     for pin in options.pinned:  # a misspelt pin would leave its workflow out of a large list without a word
         if pin not in orc.registry.workflows and pin.removeprefix("workflow_") not in orc.registry.workflows:
             logger.warning("--pin %s: no such workflow (yet)", pin)
@@ -296,7 +291,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
         @contextlib.asynccontextmanager
         async def orchestrator() -> AsyncIterator[Orchestrator]:
-            orc = await build_orchestrator(args, options, settings)
+            orc = await server_orchestrator(args, options, settings)
             try:
                 _started(args, collect=False)
                 yield orc
@@ -312,7 +307,7 @@ async def _serve(args: argparse.Namespace) -> None:
             create_http_app,  # the MCP SDK, Starlette: only `serve` loads them
         )
 
-        orc = await build_orchestrator(args, options)
+        orc = await server_orchestrator(args, options)
         try:
             port = listener.getsockname()[1]
             app = create_http_app(

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ice_mcp.bundled import bundled_dir
-from ice_mcp.server.additions import ServerAdditions
-from ice_mcp.server.oauth import OAuthConfig
+from ice_mcp.server.auth.resource_server import OAuthConfig
+from ice_mcp.server.extensions import ServerAdditions
 
 
 def _env_float(name: str, default: float) -> float:

@@ -20,8 +20,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.untrusted import lone_surrogate
 from ice_mcp.server.warm_start import WarmStart
 
 PARSE_ERROR = -32700

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ice_mcp.server.oauth import (
+from ice_mcp.server.auth.resource_server import (
     AuthUnavailable,
     InvalidToken,
     OAuthConfig,

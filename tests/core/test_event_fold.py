@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ice_mcp import NodeResult, Orchestrator, Registry, Usage
-from ice_mcp.engines.following import follow_event
+from ice_mcp.engines.remote_runs import follow_event
 from ice_mcp.operations import run_changes
 from ice_mcp.server.web.ui.inputs import outputs_from_events
 from ice_mcp.server.web.ui.views import json_text, node_detail

@@ -28,7 +28,7 @@ from ice_mcp import (
     tool,
 )
 from ice_mcp.blueprint.models import Blueprint
-from ice_mcp.handles import ExpiringKeys
+from ice_mcp.run_handles import ExpiringKeys
 
 from .helpers import blueprint
 from .helpers import tool as tool_node

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ice_mcp import tracing
+from ice_mcp.observability import tracing
 
 
 class OtlpReceiver(http.server.ThreadingHTTPServer):

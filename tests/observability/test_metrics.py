@@ -31,9 +31,9 @@ from mcp_helpers import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from ice_mcp import Orchestrator, Registry, Settings
-from ice_mcp.engines.prometheus import ADHOC, DIRECT_TOOL, PrometheusMetrics
 from ice_mcp.errors import NodeFailure
 from ice_mcp.llm import LLMConfig, LLMService
+from ice_mcp.observability.metrics import ADHOC, DIRECT_TOOL, PrometheusMetrics
 from ice_mcp.server.web.app import create_http_app
 from ice_mcp.store.events import Event
 
@@ -403,7 +403,7 @@ async def test_with_oauth_metrics_need_a_token_with_the_admin_scope(tmp_path: Pa
     sys.path.append(str(ROOT / "tests" / "auth"))  # its helpers import by bare name, as its conftest arranges
     from authserver import AuthServer, serve_app
 
-    from ice_mcp.server.oauth import OAuthConfig
+    from ice_mcp.server.auth.resource_server import OAuthConfig
 
     orc = Orchestrator(registry=Registry(), settings=Settings(data_dir=tmp_path / "data", workspace=tmp_path))
 

@@ -24,7 +24,13 @@ import pytest
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.cli.trace import add_trace_commands, export_run
 from ice_mcp.llm import LLMConfig, LLMService
-from ice_mcp.store.otlp import CONTENT_ENV, dumps_trace, export_trace, node_span_id, run_span_id
+from ice_mcp.observability.trace_export import (
+    CONTENT_ENV,
+    dumps_trace,
+    export_trace,
+    node_span_id,
+    run_span_id,
+)
 from ice_mcp.store.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]

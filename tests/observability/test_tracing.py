@@ -31,8 +31,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from otlp_receiver import memory_spans, serve_receiver
 
-from ice_mcp import Orchestrator, Registry, Settings, tracing
+from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.llm import LLMConfig, LLMService
+from ice_mcp.observability import tracing
 from ice_mcp.server import build_server
 from ice_mcp.server.web.ui.views import run_detail
 from ice_mcp.tools.registry import ToolAnnotations
@@ -222,7 +223,7 @@ async def test_each_attempt_of_a_retried_container_gives_its_nodes_their_own_spa
     """A container that failed and ran again runs its nodes again at their attempt 1: their span ids derive from
     the container attempt's, so the second run's spans never reuse the first's; `trace export` gives each the
     same id as the live trace."""
-    from ice_mcp.store.otlp import export_trace
+    from ice_mcp.observability.trace_export import export_trace
 
     def steady() -> dict[str, Any]:
         """Always works."""

@@ -15,8 +15,8 @@ from jsonrpcserver import Result, Success
 from mcp_helpers import http_server, make_options
 
 from ice_mcp.orchestrator import Orchestrator
+from ice_mcp.server.auth.authenticators import needed_scope
 from ice_mcp.server.web import bodies
-from ice_mcp.server.web.auth import needed_scope
 from ice_mcp.server.web.rpc import PARSE_ERROR, handle_rpc
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

@@ -95,9 +95,9 @@ def test_parse_document() -> None:
 
 from starlette.datastructures import Headers  # noqa: E402
 
-from ice_mcp.server import access  # noqa: E402
-from ice_mcp.server.edges import lone_surrogate, valid_host, valid_origin  # noqa: E402
+from ice_mcp.server.auth import callers  # noqa: E402
 from ice_mcp.server.stdio import rejection  # noqa: E402
+from ice_mcp.server.untrusted import lone_surrogate, valid_host, valid_origin  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -142,24 +142,24 @@ def test_lone_surrogates_found_anywhere() -> None:
 def test_authorization_read_once() -> None:
     one = Headers(raw=[(b"authorization", b"Bearer abc")])
     two = Headers(raw=[(b"authorization", b"Bearer abc"), (b"authorization", b"Bearer xyz")])
-    assert access.read_authorization(one) == access.Credential("abc")
-    assert access.read_authorization(two).ambiguous and access.bearer_token(two) is None
-    assert access.caller_id(type("R", (), {"headers": two})()) == "anonymous"
-    assert access.read_authorization(Headers(raw=[(b"authorization", b"Basic abc")])).token is None
+    assert callers.read_authorization(one) == callers.Credential("abc")
+    assert callers.read_authorization(two).ambiguous and callers.bearer_token(two) is None
+    assert callers.caller_id(type("R", (), {"headers": two})()) == "anonymous"
+    assert callers.read_authorization(Headers(raw=[(b"authorization", b"Basic abc")])).token is None
 
 
 def test_token_comparison_sees_fixed_length_digests(monkeypatch: pytest.MonkeyPatch) -> None:
     compared: list[tuple[int, int]] = []
-    real = access.hmac.compare_digest
+    real = callers.hmac.compare_digest
 
     def recording(a: bytes, b: bytes) -> bool:
         compared.append((len(a), len(b)))
         return real(a, b)
 
-    monkeypatch.setattr(access.hmac, "compare_digest", recording)
-    assert access.same_secret("secret", "secret")
-    assert not access.same_secret("s", "secret")
-    assert not access.same_secret("x" * 10_000, "secret")
+    monkeypatch.setattr(callers.hmac, "compare_digest", recording)
+    assert callers.same_secret("secret", "secret")
+    assert not callers.same_secret("s", "secret")
+    assert not callers.same_secret("x" * 10_000, "secret")
     assert compared == [(32, 32)] * 3
 
 

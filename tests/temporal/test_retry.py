@@ -12,7 +12,7 @@ import pytest
 from temporal_cluster import Cluster
 
 from ice_mcp.engines.temporal.client import TemporalEngine
-from ice_mcp.handles import new_run_id
+from ice_mcp.run_handles import new_run_id
 from ice_mcp.store.journal import replay_from_events
 from ice_mcp.store.records import RunRecord
 

@@ -15,7 +15,6 @@ from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ice_mcp import tracing
 from ice_mcp.blueprint.issues import CostEstimate
 from ice_mcp.blueprint.models import NodeSpec
 from ice_mcp.core.blueprints import compile_plan
@@ -24,7 +23,7 @@ from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.runner import failure_of, timed_attempt
 from ice_mcp.core.templates import Constant, Scope
-from ice_mcp.engines.following import follow_event
+from ice_mcp.engines.remote_runs import follow_event
 from ice_mcp.engines.temporal.planning import PLANS
 from ice_mcp.engines.temporal.spans import trace_workflow_nodes
 from ice_mcp.engines.temporal.wire import (
@@ -42,6 +41,7 @@ from ice_mcp.engines.temporal.wire import (
     temporal_owner,
 )
 from ice_mcp.errors import IceError, RunStopped
+from ice_mcp.observability import tracing
 from ice_mcp.store.base import RunStorage, dumps, loads
 from ice_mcp.store.events import Event, EventLog
 from ice_mcp.store.records import RunRecord
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ice_mcp.core.context import WorkflowPlans
     from ice_mcp.core.plan import Plan
     from ice_mcp.core.runner import Runner
-    from ice_mcp.engines.prometheus import PrometheusMetrics
+    from ice_mcp.observability.metrics import PrometheusMetrics
     from ice_mcp.services import Services
 
 SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)

@@ -29,7 +29,7 @@ from ice_mcp.engines.base import (
     NetworkLaunch,
     RunHandle,
 )
-from ice_mcp.engines.following import follow_journal, take_record
+from ice_mcp.engines.remote_runs import follow_journal, take_record
 from ice_mcp.engines.temporal.payloads import ClaimCheckCodec
 from ice_mcp.engines.temporal.wire import (
     ANSWER_SIGNAL,

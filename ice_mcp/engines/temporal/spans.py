@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ice_mcp import tracing
 from ice_mcp.engines.temporal.wire import ACTIVITY_NODE_TYPES
+from ice_mcp.observability import tracing
 from ice_mcp.store.events import Event
 from ice_mcp.store.vocabulary import EventType
 

@@ -23,13 +23,13 @@ from ice_mcp.operations.tool_table import (
     wait_for_network,
 )
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.catalogue import Catalogue, Entry
 from ice_mcp.server.protocol.envelope import FAILED, error_result, json_result
 from ice_mcp.server.protocol.follow import PLAIN, CallAnswer, CallWay, RunFollower
 from ice_mcp.server.protocol.strict import read_strict
 from ice_mcp.server.protocol.tasks import TaskView
+from ice_mcp.server.untrusted import lone_surrogate
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 import mcp_types as types
 import orjson
 
+from ice_mcp.observability.tracing import trace_id_of
 from ice_mcp.operations import result_schemas
 from ice_mcp.store.records import RunRecord
-from ice_mcp.tracing import trace_id_of
 
 TRACE_ID_META = "io.ice_mcp/trace_id"  # the run's trace, to look up in a trace viewer
 FAILED = frozenset({"failed", "cancelled", "timed_out", "over_budget"})

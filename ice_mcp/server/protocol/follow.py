@@ -18,9 +18,9 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from ice_mcp import tracing
 from ice_mcp.errors import IceError, NotWaiting
 from ice_mcp.network import NetworkHandle
+from ice_mcp.observability import tracing
 from ice_mcp.operations.run_relay import Progress, ProgressRelay, RunLog, relayed_run
 from ice_mcp.orchestrator import Orchestrator, RunHandle
 from ice_mcp.server.options import ServerOptions

@@ -25,8 +25,8 @@ from ice_mcp.operations.arguments import check_arguments
 from ice_mcp.operations.builtins import BY_NAME
 from ice_mcp.operations.run_relay import RunLog
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.access import ActingPrincipal, caller_id, may_administer, principal_of
-from ice_mcp.server.additions import NativeTool
+from ice_mcp.server.auth.callers import ActingPrincipal, caller_id, may_administer, principal_of
+from ice_mcp.server.extensions import NativeTool
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.app_view import RunViewApp, with_run_view
 from ice_mcp.server.protocol.calls import ToolCalls

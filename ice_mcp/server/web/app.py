@@ -16,11 +16,7 @@ from starlette.routing import Route
 
 from ice_mcp.operations.builtins import BUILTINS
 from ice_mcp.principals import ACTING
-from ice_mcp.server.access import caller_id
-from ice_mcp.server.oauth import Principal, TokenVerifier
-from ice_mcp.server.options import ServerOptions
-from ice_mcp.server.protocol.server import build_server
-from ice_mcp.server.web.auth import (
+from ice_mcp.server.auth.authenticators import (
     TICKET_SECONDS,
     Authenticator,
     OAuthTokens,
@@ -28,6 +24,10 @@ from ice_mcp.server.web.auth import (
     StaticTokens,
     needed_scope,
 )
+from ice_mcp.server.auth.callers import caller_id
+from ice_mcp.server.auth.resource_server import Principal, TokenVerifier
+from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
 from ice_mcp.server.web.hooks import hook_routes
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods

@@ -14,10 +14,10 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ice_mcp.principals import acting_as
-from ice_mcp.server.access import read_authorization
-from ice_mcp.server.edges import valid_host, valid_origin
+from ice_mcp.server.auth.authenticators import COOKIE, Authenticator, Refusal, authenticated
+from ice_mcp.server.auth.callers import read_authorization
+from ice_mcp.server.untrusted import valid_host, valid_origin
 from ice_mcp.server.web import bodies
-from ice_mcp.server.web.auth import COOKIE, Authenticator, Refusal, authenticated
 from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024

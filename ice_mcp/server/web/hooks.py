@@ -10,8 +10,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ice_mcp import tracing
 from ice_mcp.hooks.desk import MAX_WAIT_SECONDS
+from ice_mcp.observability import tracing
 from ice_mcp.orchestrator import Orchestrator
 
 

@@ -16,8 +16,8 @@ from ice_mcp.operations.builtins import BUILTINS
 from ice_mcp.operations.run_relay import run_and_wait
 from ice_mcp.operations.tool_table import MAX_WAIT_PARAM, BuiltinTool
 from ice_mcp.orchestrator import Orchestrator
-from ice_mcp.server.edges import lone_surrogate
 from ice_mcp.server.protocol.calls import ToolCalls
+from ice_mcp.server.untrusted import lone_surrogate
 from ice_mcp.server.web import bodies
 
 logger = logging.getLogger(__name__)

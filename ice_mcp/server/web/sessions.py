@@ -20,7 +20,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from ice_mcp.server.access import principal_in
+from ice_mcp.server.auth.callers import principal_in
 from ice_mcp.server.web import bodies
 from ice_mcp.server.web.guard import replay
 

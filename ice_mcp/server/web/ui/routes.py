@@ -22,7 +22,7 @@ from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.errors import IceError
 from ice_mcp.operations.run_ids import resolve_run_id
 from ice_mcp.principals import isolated
-from ice_mcp.server.access import bearer_token, caller_id, principal_of, same_secret
+from ice_mcp.server.auth.callers import bearer_token, caller_id, principal_of, same_secret
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
 from ice_mcp.server.web.ui.schedules import schedule_api

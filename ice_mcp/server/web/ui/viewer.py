@@ -11,11 +11,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ice_mcp.bundled import bundled_dir
 from ice_mcp.errors import IceError
 from ice_mcp.server.web.serving import bind_listener, serve_http
 from ice_mcp.settings import Settings
-from ice_mcp.tools.modules import import_tool_modules
 
 if TYPE_CHECKING:
     from ice_mcp.orchestrator import Orchestrator
@@ -55,7 +53,7 @@ def create_viewer_app(orc: Any, *, host: str = "127.0.0.1", port: int = DEFAULT_
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    from ice_mcp.server.web.auth import StaticTokens
+    from ice_mcp.server.auth.authenticators import StaticTokens
     from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
     from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
 
@@ -76,17 +74,12 @@ def _orchestrator(args: argparse.Namespace) -> Orchestrator:
     """An orchestrator on the data folder: the catalogue, and runs started or retried from the page.
     Unlike a server it adopts no orphaned runs: opening a viewer never executes anything by itself."""
     # The engine: not for a command line that only parses.
-    from ice_mcp.orchestrator import Orchestrator
-    from ice_mcp.tools.registry import DEFAULT_REGISTRY
+    from ice_mcp.assembly import build_orchestrator, load_blueprint_folders
 
-    import_tool_modules(args.tools)
-    orc = Orchestrator(settings=Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
-                                                         state_url=args.state),
-                       registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
-    folders = [bundled_dir("blueprints")] if args.templates else []
-    for folder in [*folders, *args.blueprints]:
-        for problem in orc.load_blueprints(Path(folder)):
-            logging.getLogger("ice_mcp.server").warning("blueprint not registered: %s", problem.message)
+    orc = build_orchestrator(Settings.from_env(data_dir=args.data_dir, workspace=args.workspace,
+                                               state_url=args.state), tools=args.tools)
+    for problem in load_blueprint_folders(orc, args.blueprints, templates=args.templates):
+        logging.getLogger("ice_mcp.server").warning("blueprint not registered: %s", problem.message)
     orc.restore_blueprints()
     return orc
 

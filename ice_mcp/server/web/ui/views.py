@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
+from ice_mcp.observability.tracing import trace_id_of
 from ice_mcp.store.node_states import Attempt, fold
 from ice_mcp.store.vocabulary import NODE_STATE_EVENTS, RUN_EVENTS
-from ice_mcp.tracing import trace_id_of
 
 TEXT_LIMIT = 200_000  # characters of one output or input shown; the rest is cut with a note
 ERROR_TEXT_LIMIT = 2_000

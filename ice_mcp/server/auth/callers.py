@@ -6,11 +6,13 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.principals import acting_as
-from ice_mcp.server.oauth import LOCAL, Principal
-from ice_mcp.server.options import ServerOptions
+from ice_mcp.server.auth.resource_server import LOCAL, Principal
+
+if TYPE_CHECKING:  # the options hold an OAuthConfig: auth sits below them
+    from ice_mcp.server.options import ServerOptions
 
 PRINCIPAL_KEY = "ice_principal"  # where the HTTP Guard leaves the request's principal in the ASGI scope's state
 ANONYMOUS = Principal("anonymous", frozenset({"ice:read", "ice:run"}))  # HTTP without a token configured

@@ -4,7 +4,7 @@ The output is the protobuf-JSON encoding of an OTLP `ExportTraceServiceRequest` 
 body): hex ids, nanosecond times and 64-bit integers as strings, enums as integers. It needs only the
 standard library and orjson, so it works for runs recorded with tracing off and without the `[otel]` extra.
 
-The spans carry the names and attributes the live tracing (`ice_mcp.tracing`) uses:
+The spans carry the names and attributes the live tracing (`ice_mcp.observability.tracing`) uses:
 
 - `invoke_workflow {workflow}` (INTERNAL, no parent): the run; `gen_ai.operation.name`, `ice.run.id`,
   `ice.workflow`, `ice.trigger.kind`, `ice.run.status`, the run's tokens and cost. Its trace id and span id
@@ -49,9 +49,7 @@ from typing import Any
 
 import orjson
 
-from ice_mcp.store.records import RunRecord, iso, trigger_kind
-from ice_mcp.store.vocabulary import EventType, NodeEventKind
-from ice_mcp.tracing import (
+from ice_mcp.observability.tracing import (
     CAPTURE_VARIABLE,
     CONTENT_CHARS,
     capture_content,
@@ -61,6 +59,8 @@ from ice_mcp.tracing import (
     run_span_id,
     workflow_operation,
 )
+from ice_mcp.store.records import RunRecord, iso, trigger_kind
+from ice_mcp.store.vocabulary import EventType, NodeEventKind
 
 CONTENT_ENV = CAPTURE_VARIABLE
 CONTENT_LIMIT = CONTENT_CHARS  # characters of one content attribute, so one big output cannot swamp a viewer

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
 
-    from ice_mcp.handles import RunHandle
+    from ice_mcp.run_handles import RunHandle
     from ice_mcp.services import Services
     from ice_mcp.store.events import Event
     from ice_mcp.tools.registry import Registry

@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.access import ANONYMOUS, PRINCIPAL_KEY, Credential, same_secret
-from ice_mcp.server.oauth import (
+from ice_mcp.server.auth.callers import ANONYMOUS, PRINCIPAL_KEY, Credential, same_secret
+from ice_mcp.server.auth.resource_server import (
     FIRST_SCOPES,
     RETRY_AFTER_SECONDS,
     SCOPES,
