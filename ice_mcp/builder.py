@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.node_sets import BUILTIN_NODES, NodeSet
 
 
 class WorkflowBuilder:
@@ -84,9 +85,10 @@ class WorkflowBuilder:
             data["outputs"] = dict(self._outputs)
         return data
 
-    def build(self) -> Blueprint:
-        """The Blueprint model; raises pydantic's ValidationError on a malformed spec."""
-        return Blueprint.model_validate(self.to_dict())
+    def build(self, nodes: NodeSet = BUILTIN_NODES) -> Blueprint:
+        """The Blueprint model; raises pydantic's ValidationError on a malformed spec. `nodes`: the node models
+        it may hold (an orchestrator's `node_models`, when it has node types of its own)."""
+        return nodes.blueprint.model_validate(self.to_dict())
 
 
 def _nodes_of(body: list[dict[str, Any]] | WorkflowBuilder) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.catalogue import Catalogue, Target
 from ice_mcp.core.context import Sleep, Spend, check_fits
-from ice_mcp.core.executor import NodeType
+from ice_mcp.core.executor import NodeSet, NodeType, node_models
 from ice_mcp.core.metrics import Metrics
 from ice_mcp.core.plan import Plan
 from ice_mcp.core.questions import Question, Questions
@@ -117,6 +117,11 @@ class Orchestrator(NetworkRuns):
     def compile(self, source: Target) -> Plan:
         """The plan of a blueprint; raises BlueprintInvalid. A Blueprint object is compiled once."""
         return self._catalogue.compile(source)
+
+    @property
+    def node_models(self) -> NodeSet:
+        """The node models its blueprints are parsed with: the built-in ones and its own node types' models."""
+        return node_models(self.node_types.values())
 
     async def connect_upstream(self, config_files: Iterable[str | Path] = ()) -> Upstreams:
         """Use the tools of the MCP servers in these Claude Desktop-format files (and ICE_MCP_MCP_CONFIG) as

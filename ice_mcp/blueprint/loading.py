@@ -10,18 +10,17 @@ from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.limits import BlueprintLimits, size_issue
-from ice_mcp.blueprint.models import NODE_TYPES, Blueprint, NetworkManifest, NodeSpec
+from ice_mcp.blueprint.models import NODE_TYPES, Blueprint, NetworkManifest
+from ice_mcp.blueprint.node_sets import BUILTIN_NODES, NodeSet
 from ice_mcp.errors import BlueprintInvalid, IceError
 
-_NODE_ADAPTER: TypeAdapter[Any] = TypeAdapter(NodeSpec)
-_SUBGRAPH_KEYS = ("body", "branches")
 MAX_TEXT_BYTES = 1024 * 1024
 MAX_YAML_BYTES = 64 * 1024  # YAML costs ~1 ms per KiB to load, even with libyaml
 MAX_YAML_VALUES = 20_000  # what a YAML document may hold once its aliases are expanded
@@ -222,8 +221,9 @@ def _looks_like_path(text: str) -> bool:
 
 
 def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any],
-                    limits: BlueprintLimits | None = None) -> Parsed:
-    """Parse without raising: every schema problem becomes an issue, valid nodes are kept.
+                    limits: BlueprintLimits | None = None, nodes: NodeSet = BUILTIN_NODES) -> Parsed:
+    """Parse without raising: every schema problem becomes an issue, valid nodes are kept. `nodes`: the node
+    models a node may be (an orchestrator's: `core.executor.node_models` of its node types).
 
     A document over `limits` is refused with one `blueprint_too_large` issue before any model is built.
     """
@@ -237,41 +237,41 @@ def parse_blueprint(source: Blueprint | str | Path | Mapping[str, Any],
     if too_large is not None:
         return Parsed(None, {}, issues=[too_large])
     try:
-        blueprint = Blueprint.model_validate(raw)
+        blueprint = nodes.blueprint.model_validate(raw)
         return Parsed(blueprint, raw, list(blueprint.nodes))
     except ValidationError as exc:
         parsed = Parsed(None, raw)
-        parsed.issues = schema_issues(exc, raw)
+        parsed.issues = schema_issues(exc, raw, nodes.blueprint, nodes.names)
     raw_nodes = raw.get("nodes")
     if isinstance(raw_nodes, list):
-        parsed.nodes = [_parse_node(node) for node in raw_nodes if isinstance(node, dict)]
+        parsed.nodes = [_parse_node(node, nodes) for node in raw_nodes if isinstance(node, dict)]
     return parsed
 
 
-def _parse_node(raw: dict[str, Any]) -> Any:
+def _parse_node(raw: dict[str, Any], nodes: NodeSet) -> Any:
     try:
-        return _NODE_ADAPTER.validate_python(raw)
+        return nodes.node.validate_python(raw)
     except ValidationError:
         deps = raw.get("dependencies", [])
         deps = [deps] if isinstance(deps, str) else [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
         return Unparsed(str(raw.get("id", "")), str(raw.get("type", "")), deps)
 
 
-def schema_issues(exc: ValidationError, raw: Mapping[str, Any],
-                  model: type[BaseModel] = Blueprint) -> list[ValidationIssue]:
+def schema_issues(exc: ValidationError, raw: Mapping[str, Any], model: type[BaseModel] = Blueprint,
+                  node_types: tuple[str, ...] = NODE_TYPES) -> list[ValidationIssue]:
     """Pydantic errors as issues, each naming the node it is in (the innermost, for sub-graphs); an unknown field
-    comes with the nearest known one of its place in `model`."""
+    comes with the nearest known one of its place in `model`, an unknown node type with the nearest of `node_types`."""
     issues: list[ValidationIssue] = []
     seen: set[tuple[str | None, str | None, str]] = set()
     for error in exc.errors(include_url=False):
         loc = list(error["loc"])
-        node_id, field = _locate(raw, loc)
+        node_id, field = _locate(raw, loc, node_types)
         if error["type"] == "extra_forbidden" and loc:
             issue = _unknown_field(str(loc[-1]), _fields_at(model, loc[:-1]), node_id, field)
         elif error["type"] == "union_tag_invalid":
             tag = str(error.get("ctx", {}).get("tag", ""))
             issue = ValidationIssue(code="unknown_node_type", message=f"unknown node type {tag!r}",
-                                    node_id=node_id, field="type", suggestion=nearest(tag, NODE_TYPES))
+                                    node_id=node_id, field="type", suggestion=nearest(tag, node_types))
         elif error["type"] == "union_tag_not_found":
             issue = ValidationIssue(code="schema", message="a node needs a `type`", node_id=node_id, field="type")
         else:
@@ -361,7 +361,7 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def _locate(raw: Any, loc: list[Any]) -> tuple[str | None, str | None]:
+def _locate(raw: Any, loc: list[Any], node_types: tuple[str, ...]) -> tuple[str | None, str | None]:
     """Walk a pydantic error location through the raw document: (innermost node id, field path)."""
     node_id: str | None = None
     field_start = 0
@@ -382,7 +382,7 @@ def _locate(raw: Any, loc: list[Any]) -> tuple[str | None, str | None]:
         else:
             break
         i += 1
-    rest = [str(p) for p in loc[field_start:] if not (node_id and p in NODE_TYPES)]
+    rest = [str(p) for p in loc[field_start:] if not (node_id and p in node_types)]
     return node_id, ".".join(rest) or None
 
 

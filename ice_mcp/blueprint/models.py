@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -20,14 +21,42 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# Mermaid's node shapes: a box, a decision, a container, another workflow, a model.
+Shape = Literal["rect", "rhombus", "subroutine", "parallelogram", "stadium"]
+
+
+@dataclass(frozen=True, slots=True)
+class Drawing:
+    """How the run views (/ui, the MCP App) and Mermaid draw a node of a type."""
+
+    shape: Shape = "rect"
+    # The fields whose first non-empty text is the node's detail beside its type (its tool, model, workflow).
+    label: tuple[str, ...] = ()
+    # How its events name the nodes inside it: `id[i].x` (index), `id[i].x` one scope per branch (branch), `id.x` (plain).
+    inside: Literal["index", "branch", "plain"] | None = None
+    first: int = 0  # the first index of an `index` inside (a loop's items count from 0, iterations from 1)
+    workflow: str | None = None  # the field naming a registered workflow it runs, drawn as its inside
+
+    def detail(self, spec: Any) -> str:
+        """The node's detail: the first of its `label` fields that holds text, or ""."""
+        for name in self.label:
+            value = getattr(spec, name, None)
+            if value and isinstance(value, str):
+                return value
+        return ""
+
+
 class NodeBase(_Model):
     """Fields every node has."""
 
     # Names of fields holding templates (rendered) and expressions (evaluated), for the compiler.
     template_fields: ClassVar[tuple[str, ...]] = ()
     expression_fields: ClassVar[tuple[str, ...]] = ()
-    # Names of fields holding sub-graphs (lists of node specs).
+    # Names of fields holding sub-graphs: lists of node specs (`list[NodeSpec]`), or lists of them.
     subgraph_fields: ClassVar[tuple[str, ...]] = ()
+    # Its templates see the names it binds inside (a recursive node's `inputs` reads `previous`).
+    templates_see_inner_vars: ClassVar[bool] = False
+    drawing: ClassVar[Drawing] = Drawing()
 
     id: Annotated[str, Field(pattern=NODE_ID, max_length=64)]
     type: str
@@ -42,9 +71,26 @@ class NodeBase(_Model):
 
     _as_list_deps = field_validator("dependencies", mode="before")(_as_list)
 
+    def inner_graphs(self) -> list[tuple[str, list[Any]]]:
+        """Its sub-graphs under the names its plan keeps them by: a field of nodes under its own name, a field
+        of lists of nodes one per list (`steps0`, `steps1`...)."""
+        graphs: list[tuple[str, list[Any]]] = []
+        for name in self.subgraph_fields:
+            value = getattr(self, name)
+            if value and isinstance(value[0], list):
+                graphs += [(f"{name}{i}", nodes) for i, nodes in enumerate(value)]
+            elif value:
+                graphs.append((name, value))
+        return graphs
+
+    def inner_vars(self) -> frozenset[str]:
+        """The names it binds for the nodes inside it (a loop's item and index)."""
+        return frozenset()
+
 
 class ToolNode(NodeBase):
     template_fields = ("tool_args",)
+    drawing = Drawing(label=("tool_name",))
     type: Literal["tool"] = "tool"
     tool_name: str
     tool_args: dict[str, Any] = Field(default_factory=dict)
@@ -52,6 +98,7 @@ class ToolNode(NodeBase):
 
 class LLMNode(NodeBase):
     template_fields = ("prompt", "system")
+    drawing = Drawing("stadium", label=("model",))
     type: Literal["llm"] = "llm"
     model: str
     provider: str | None = None
@@ -83,6 +130,7 @@ class InlineAgent(_Model):
 
 class AgentNode(NodeBase):
     template_fields = ("input",)
+    drawing = Drawing("stadium", label=("agent",))
     type: Literal["agent"] = "agent"
     agent: str | InlineAgent
     input: str = "{{ inputs }}"
@@ -103,6 +151,7 @@ class CodeNode(NodeBase):
 
 class ConditionNode(NodeBase):
     expression_fields = ("expression",)
+    drawing = Drawing("rhombus")
     type: Literal["condition"] = "condition"
     expression: str
     true_path: list[str] = Field(default_factory=list)
@@ -114,6 +163,7 @@ class ConditionNode(NodeBase):
 class LoopNode(NodeBase):
     template_fields = ("items", "output")
     subgraph_fields = ("body",)
+    drawing = Drawing("subroutine", inside="index", first=0)
     type: Literal["loop"] = "loop"
     items: Any = None
     item_var: Annotated[str, Field(pattern=NODE_ID)] = "item"
@@ -137,21 +187,30 @@ class LoopNode(NodeBase):
             raise ValueError("a loop needs `items` (or `items_source`)")
         return self
 
+    def inner_vars(self) -> frozenset[str]:
+        return frozenset({self.item_var, "index"})
+
 
 class ParallelNode(NodeBase):
     template_fields = ("output",)
     subgraph_fields = ("branches",)
+    drawing = Drawing("subroutine", inside="branch")
     type: Literal["parallel"] = "parallel"
     branches: list[list[NodeSpec]] = Field(min_length=1)
     max_concurrency: Annotated[int, Field(ge=1)] | None = None
     wait: Literal["all", "any"] = "all"
     output: str | None = None
 
+    def inner_graphs(self) -> list[tuple[str, list[Any]]]:
+        return [(f"branch{i}", branch) for i, branch in enumerate(self.branches)]
+
 
 class RecursiveNode(NodeBase):
     template_fields = ("inputs", "output")
     expression_fields = ("convergence_condition",)
     subgraph_fields = ("body",)
+    templates_see_inner_vars = True
+    drawing = Drawing("subroutine", label=("workflow_ref", "agent"), inside="index", first=1, workflow="workflow_ref")
     type: Literal["recursive"] = "recursive"
     body: list[NodeSpec] | None = None
     agent: str | None = None
@@ -168,9 +227,13 @@ class RecursiveNode(NodeBase):
             raise ValueError("a recursive node needs exactly one of `body`, `agent`, `workflow_ref`")
         return self
 
+    def inner_vars(self) -> frozenset[str]:
+        return frozenset({"iteration", "previous"})
+
 
 class WorkflowNode(NodeBase):
     template_fields = ("inputs",)
+    drawing = Drawing("parallelogram", label=("workflow_ref",), inside="plain", workflow="workflow_ref")
     type: Literal["workflow"] = "workflow"
     workflow_ref: str
     inputs: dict[str, Any] = Field(default_factory=dict)

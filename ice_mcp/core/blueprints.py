@@ -11,7 +11,7 @@ from ice_mcp.blueprint.limits import BlueprintLimits
 from ice_mcp.blueprint.loading import Unparsed, parse_blueprint
 from ice_mcp.blueprint.models import Blueprint
 from ice_mcp.core.compiler import Compiler
-from ice_mcp.core.executor import NodeType
+from ice_mcp.core.executor import NodeType, node_models
 from ice_mcp.core.plan import Plan
 from ice_mcp.errors import BlueprintInvalid
 
@@ -34,7 +34,7 @@ def check_blueprint(source: Source, services: Services, node_types: Mapping[str,
 
 def _check(source: Source, services: Services, node_types: Mapping[str, NodeType],
            unavailable: Mapping[str, str] | None) -> tuple[ValidationReport, Plan | None]:
-    parsed = parse_blueprint(source, BlueprintLimits.from_settings(services.settings))
+    parsed = parse_blueprint(source, BlueprintLimits.from_settings(services.settings), node_models(node_types.values()))
     compiler = Compiler(services, node_types, unavailable)
     compiler.issues.extend(parsed.issues)
     raw = parsed.raw
@@ -60,10 +60,9 @@ def _check_reserved_ids(nodes: list[Any], compiler: Compiler) -> None:
         if node.id in RESERVED_IDS and not isinstance(node, Unparsed):
             compiler.issue("reserved_id", f"node id {node.id!r} is a reserved name", node.id, "id")
         if not getattr(node, "subgraph_fields", ()):
-            continue  # most nodes have no sub-graph: skip pydantic's slow lookup of missing attributes
-        for body in (getattr(node, "body", None), *(getattr(node, "branches", None) or [])):
-            if isinstance(body, list):
-                _check_reserved_ids(body, compiler)
+            continue  # most nodes have no sub-graph
+        for _, body in node.inner_graphs():
+            _check_reserved_ids(body, compiler)
 
 
 def _number(value: Any) -> float | None:

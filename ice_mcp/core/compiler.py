@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ice_mcp.blueprint.issues import FREE, CostEstimate, ValidationIssue, nearest
 from ice_mcp.blueprint.loading import Unparsed
-from ice_mcp.blueprint.models import (
-    Blueprint,
-    ConditionNode,
-    LoopNode,
-    NodeBase,
-    ParallelNode,
-    RecursiveNode,
-)
+from ice_mcp.blueprint.models import Blueprint, ConditionNode, NodeBase
 from ice_mcp.blueprint.schemas import SchemaInvalid, quick_check, shared_validator
 from ice_mcp.core.executor import NodeType
 from ice_mcp.core.plan import Graph, Plan, PlanNode
@@ -278,13 +271,13 @@ class Compiler:
         templates: dict[str, Compiled] = {}
         subgraphs: dict[str, Graph] = {}
         # Only containers (which have sub-graphs) bring variables of their own.
-        extra = self._container_vars(spec) if spec.subgraph_fields else _NO_NAMES
+        extra = spec.inner_vars() if spec.subgraph_fields else _NO_NAMES
 
         for field in spec.template_fields:
             value = getattr(spec, field)
             if value is None or field == "output":
                 continue
-            scope = visible | extra if extra and isinstance(spec, RecursiveNode) else visible
+            scope = visible | extra if extra and spec.templates_see_inner_vars else visible
             compiled, used = self._template(value, scope, spec.id, field)
             if compiled is not None:
                 templates[field] = compiled
@@ -317,12 +310,13 @@ class Compiler:
         node reads with theirs, and their estimate."""
         sub_estimate = FREE
         inner_ids: set[str] = set()
-        for key, body in self._bodies(spec):
+        for i, (key, body) in enumerate(spec.inner_graphs()):
             result = self.compile_scope(body, outer=visible, local_vars=extra,
                                         max_parallel=getattr(spec, "concurrency", None) or 1_000)
             names = _union(names, result.free_names)
             inner_ids.update(node.id for node in body)
-            sub_estimate = sub_estimate + result.estimate if isinstance(spec, ParallelNode) else result.estimate
+            # One sub-graph: its estimate; several (a parallel's branches) all run: their sum.
+            sub_estimate = sub_estimate + result.estimate if i else result.estimate
             if result.graph is not None:
                 subgraphs[key] = result.graph
         output = getattr(spec, "output", None) if "output" in spec.template_fields else None
@@ -335,24 +329,6 @@ class Compiler:
                     graph.output = compiled
             names = _union(names, used - extra - inner_ids)
         return names, sub_estimate
-
-    @staticmethod
-    def _container_vars(spec: NodeBase) -> frozenset[str]:
-        if isinstance(spec, LoopNode):
-            return frozenset({spec.item_var, "index"})
-        if isinstance(spec, RecursiveNode):
-            return frozenset({"iteration", "previous"})
-        return frozenset()
-
-    @staticmethod
-    def _bodies(spec: NodeBase) -> list[tuple[str, Sequence[Any]]]:
-        if not spec.subgraph_fields:
-            return []
-        if isinstance(spec, LoopNode | RecursiveNode) and spec.body:
-            return [("body", spec.body)]
-        if isinstance(spec, ParallelNode):
-            return [(f"branch{i}", branch) for i, branch in enumerate(spec.branches)]
-        return []
 
     def _template(self, value: Any, visible: frozenset[str], node_id: str | None, field: str
                   ) -> tuple[Compiled | None, frozenset[str]]:

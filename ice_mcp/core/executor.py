@@ -4,14 +4,18 @@ An executor is `async (NodeCall) -> NodeResult`. It knows nothing of scheduling:
 the engine hands it the node's spec, its rendered templates, the run's services
 and spend, and reads back an output object, a cost and a token count. Executors
 are registered on the orchestrator as `NodeType`s; the engine never looks them up.
+A `NodeType` is the whole of a node type: its model (and through it its sub-graphs
+and drawing), executor, checks, estimate, effects and where it runs on Temporal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ice_mcp.blueprint.models import NODE_MODELS, Drawing, NodeBase
+from ice_mcp.blueprint.node_sets import NodeSet, node_set
 from ice_mcp.store.vocabulary import EventType
 from ice_mcp.types import Effects, NodeResult
 
@@ -114,9 +118,16 @@ NodeEstimate = Callable[["NodeSpec", "CheckContext", "CostEstimate"], "CostEstim
 NodeEffects = Callable[["NodeSpec", "EffectsContext"], Effects]
 
 
+# Where a node runs on Temporal: an activity (any I/O; a lost worker's attempt runs again), or the workflow's own
+# code (deterministic only: containers, conditions, waits for a signal).
+Placement = Literal["activity", "workflow"]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeType:
-    """A node type the engine can run: its executor plus optional validation, estimate and effects."""
+    """A node type the engine can run: its model, its executor plus optional validation, estimate and effects,
+    and where it runs on Temporal. Its model's `type` Literal is its name; its sub-graphs and its drawing are
+    its model's (`subgraph_fields`, `drawing`)."""
 
     name: str
     execute: NodeExecutor
@@ -127,3 +138,32 @@ class NodeType:
     # The executor enforces `timeout_seconds` itself (a `human` node's deadline outlives restarts), so the
     # runner sets no per-attempt timeout around it.
     own_timeout: bool = False
+    # The pydantic model of its spec (a NodeBase with `type: Literal[name]`); None: the built-in model of the name.
+    model: type[NodeBase] | None = None
+    # None: the workflow for a container (its sub-graphs are run there), else an activity.
+    placement: Placement | None = None
+
+    def __post_init__(self) -> None:
+        model = self.model if self.model is not None else NODE_MODELS.get(self.name)
+        tag = model.model_fields.get("type") if model is not None else None
+        if model is not None and (tag is None or tag.default != self.name):
+            raise ValueError(f"node type {self.name!r}: its model {model.__name__}'s `type` must be "
+                             f"Literal[{self.name!r}] = {self.name!r}")
+        container = model is not None and bool(model.subgraph_fields)
+        if container and self.placement == "activity":
+            raise ValueError(f"node type {self.name!r} has sub-graphs: they run in the workflow (placement='workflow')")
+        object.__setattr__(self, "model", model)  # frozen: both set once, here
+        object.__setattr__(self, "placement", self.placement or ("workflow" if container else "activity"))
+
+    @property
+    def subgraph_fields(self) -> tuple[str, ...]:
+        return self.model.subgraph_fields if self.model is not None else ()
+
+    @property
+    def drawing(self) -> Drawing:
+        return self.model.drawing if self.model is not None else Drawing()
+
+
+def node_models(node_types: Iterable[NodeType]) -> NodeSet:
+    """The node models blueprints are parsed with, given these node types: the built-in ones and theirs."""
+    return node_set({t.name: t.model for t in node_types if t.model is not None})

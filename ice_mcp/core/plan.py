@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ice_mcp.core.executor import NodeExecutor
     from ice_mcp.core.templates import Compiled
 
-CONTAINER_TYPES = frozenset({"loop", "parallel", "recursive", "workflow"})
+CONTAINER_TYPES = frozenset({"loop", "parallel", "recursive", "workflow"})  # and every type with sub-graphs
 MAX_INPUT_PROBLEMS = 20  # a huge invalid input would otherwise build one error per bad element
 
 
@@ -45,7 +45,7 @@ class PlanNode:
     @property
     def is_container(self) -> bool:
         """Containers run sub-graphs whose nodes charge the run themselves."""
-        return self.spec.type in CONTAINER_TYPES
+        return self.spec.type in CONTAINER_TYPES or bool(self.spec.subgraph_fields)
 
 
 @dataclass(slots=True)

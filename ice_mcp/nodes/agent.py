@@ -165,4 +165,4 @@ def estimate_agent(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> Cost
 
 # An agent picks its own tools at run time: whatever they may do, it may.
 AGENT_NODE = NodeType(name="agent", execute=execute_agent, check=check_agent, estimate=estimate_agent,
-                      effects=EFFECTFUL)
+                      effects=EFFECTFUL, model=AgentNode, placement="activity")

@@ -37,4 +37,4 @@ async def execute_code(call: NodeCall) -> NodeResult:
     return NodeResult(output=outcome.as_output())
 
 
-CODE_NODE = NodeType(name="code", execute=execute_code, effects=PURE)  # the sandbox has no files, network or clock to touch
+CODE_NODE = NodeType(name="code", execute=execute_code, effects=PURE, model=CodeNode, placement="activity")  # the sandbox has no files, network or clock to touch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ice_mcp.blueprint.models import ConditionNode
 from ice_mcp.core.executor import NodeCall, NodeType
 from ice_mcp.nodes.expressions import evaluate
 from ice_mcp.types import PURE, NodeResult
@@ -11,4 +12,5 @@ async def execute_condition(call: NodeCall) -> NodeResult:
     return NodeResult({"result": bool(await evaluate(call, "expression"))})
 
 
-CONDITION_NODE = NodeType(name="condition", execute=execute_condition, effects=PURE)
+CONDITION_NODE = NodeType(name="condition", execute=execute_condition, effects=PURE, model=ConditionNode,
+                          placement="workflow")

@@ -105,5 +105,7 @@ def check_human(spec: NodeSpec, ctx: CheckContext) -> list[ValidationIssue]:
 
 
 # A person answers from outside, and not the same answer twice.
+# On Temporal its wait is the workflow's own (an answer comes as a signal), durable across workers.
 HUMAN_NODE = NodeType(name="human", execute=execute_human, check=check_human, own_timeout=True,
-                      effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True))
+                      effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True),
+                      model=HumanNode, placement="workflow")

@@ -121,4 +121,5 @@ def estimate_llm(spec: NodeSpec, ctx: CheckContext, sub: CostEstimate) -> CostEs
 
 # A model call changes nothing here, but it reaches a provider and answers differently each time.
 LLM_NODE = NodeType(name="llm", execute=execute_llm, check=check_llm, estimate=estimate_llm,
-                    effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True))
+                    effects=Effects(read_only=True, destructive=False, idempotent=False, open_world=True),
+                    model=LLMNode, placement="activity")

@@ -44,4 +44,5 @@ def estimate_loop(spec: NodeSpec, ctx: CheckContext, body: CostEstimate) -> Cost
     return body.times(0, spec.max_iterations)
 
 
-LOOP_NODE = NodeType(name="loop", execute=execute_loop, estimate=estimate_loop, effects=PURE)  # its body: its own nodes
+LOOP_NODE = NodeType(name="loop", execute=execute_loop, estimate=estimate_loop, effects=PURE,  # its body: its own nodes
+                     model=LoopNode, placement="workflow")

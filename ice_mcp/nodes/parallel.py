@@ -56,4 +56,5 @@ def _result(output: dict[str, Any], runs: list[SubgraphResult]) -> NodeResult:
     return NodeResult(output, sum(run.cost_usd for run in runs), usage)
 
 
-PARALLEL_NODE = NodeType(name="parallel", execute=execute_parallel, effects=PURE)  # its branches: their own nodes
+PARALLEL_NODE = NodeType(name="parallel", execute=execute_parallel, effects=PURE,  # its branches: their own nodes
+                         model=ParallelNode, placement="workflow")

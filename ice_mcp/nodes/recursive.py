@@ -88,4 +88,4 @@ def recursive_node_type(agent: NodeType | None) -> NodeType:
         return EFFECTFUL if spec.agent else PURE  # a body's nodes count as the graph's own
 
     return NodeType(name="recursive", execute=execute_recursive, check=check_recursive,
-                    estimate=estimate_recursive, effects=effects_recursive)
+                    estimate=estimate_recursive, effects=effects_recursive, model=RecursiveNode, placement="workflow")

@@ -139,4 +139,5 @@ def tool_effects(spec: NodeSpec, ctx: EffectsContext) -> Effects:
     return ctx.tool_effects(spec.tool_name) or EFFECTFUL
 
 
-TOOL_NODE = NodeType(name="tool", execute=execute_tool, check=check_tool, effects=tool_effects)
+TOOL_NODE = NodeType(name="tool", execute=execute_tool, check=check_tool, effects=tool_effects, model=ToolNode,
+                     placement="activity")

@@ -48,5 +48,6 @@ def effects_workflow(spec: NodeSpec, ctx: EffectsContext) -> Effects:
     return ctx.workflow_effects(spec.workflow_ref)
 
 
+# On Temporal a nested workflow is a child workflow, started from the workflow's own code.
 WORKFLOW_NODE = NodeType(name="workflow", execute=execute_workflow, check=check_workflow_ref,
-                         estimate=estimate_workflow, effects=effects_workflow)
+                         estimate=estimate_workflow, effects=effects_workflow, model=WorkflowNode, placement="workflow")

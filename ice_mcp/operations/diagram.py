@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
+from ice_mcp.blueprint.models import Shape
 from ice_mcp.core.plan import Graph, Plan, PlanNode
 
-_SHAPES = {
-    "condition": ("{", "}"),
-    "loop": ("[[", "]]"),
-    "parallel": ("[[", "]]"),
-    "recursive": ("[[", "]]"),
-    "workflow": ("[/", "/]"),
-    "llm": ("([", "])"),
-    "agent": ("([", "])"),
+# Each node type's `drawing.shape`, in Mermaid's brackets.
+_BRACKETS: dict[Shape, tuple[str, str]] = {
+    "rect": ("[", "]"),
+    "rhombus": ("{", "}"),
+    "subroutine": ("[[", "]]"),
+    "parallelogram": ("[/", "/]"),
+    "stadium": ("([", "])"),
 }
 
 
 def _label(node: PlanNode) -> str:
-    spec = node.spec
-    agent = getattr(spec, "agent", None)
-    detail = agent if isinstance(agent, str) else (
-        getattr(spec, "tool_name", None) or getattr(spec, "workflow_ref", None) or getattr(spec, "model", None))
+    detail = node.spec.drawing.detail(node.spec)
     text = f"{node.id}<br/>{node.type}" + (f": {detail}" if detail else "")
     return text.replace('"', "'")
 
@@ -28,15 +25,18 @@ def _graph(graph: Graph, prefix: str, lines: list[str], indent: str) -> None:
     shape = graph.shape
     for node_id in shape.order:
         node = graph.nodes[node_id]
-        left, right = _SHAPES.get(node.type, ("[", "]"))
+        left, right = _BRACKETS[node.spec.drawing.shape]
         key = f"{prefix}{node_id}"
         lines.append(f'{indent}{key}{left}"{_label(node)}"{right}')
+        branches = node.spec.drawing.inside == "branch"
         for name, subgraph in node.subgraphs.items():
-            title, suffix = ("body", "_body") if name == "body" else (name.replace("branch", "branch "),
-                                                                      "_b" + name.removeprefix("branch"))
-            lines.append(f'{indent}subgraph {key}{suffix}["{node_id} {title}"]' if name == "body"
-                         else f'{indent}subgraph {key}{suffix}["{title}"]')
-            _graph(subgraph, f"{key}_{suffix}__" if name != "body" else f"{key}__", lines, indent + "  ")
+            if branches:  # `branch0`: "branch 0", keyed `_b0`
+                suffix = "_b" + name.removeprefix("branch")
+                lines.append(f'{indent}subgraph {key}{suffix}["{name.replace("branch", "branch ")}"]')
+            else:
+                suffix = f"_{name}"
+                lines.append(f'{indent}subgraph {key}{suffix}["{node_id} {name}"]')
+            _graph(subgraph, f"{key}__" if name == "body" else f"{key}_{suffix}__", lines, indent + "  ")
             lines.append(f"{indent}end")
             lines.append(f"{indent}{key} -.-> {key}{suffix}")
     for node_id in shape.order:

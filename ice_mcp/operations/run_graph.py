@@ -43,17 +43,8 @@ def blueprint_graph(blueprint: Any, workflows: PlanLookup) -> dict[str, Any]:
             "truncated": budget.truncated}
 
 
-def _detail(spec: Any) -> str:
-    agent = getattr(spec, "agent", None)
-    for value in (getattr(spec, "tool_name", None), getattr(spec, "workflow_ref", None),
-                  getattr(spec, "model", None), agent if isinstance(agent, str) else None):
-        if value:
-            return str(value)
-    return ""
-
-
 def _item(spec: Any, deps: Sequence[str], gates: Sequence[tuple[str, bool]]) -> dict[str, Any]:
-    item: dict[str, Any] = {"id": spec.id, "type": spec.type, "detail": _detail(spec), "deps": list(deps)}
+    item: dict[str, Any] = {"id": spec.id, "type": spec.type, "detail": spec.drawing.detail(spec), "deps": list(deps)}
     if gates:
         item["gates"] = [[cond, branch] for cond, branch in gates]
     if spec.description:
@@ -94,27 +85,27 @@ def _plan_nodes(graph: Any, workflows: PlanLookup, budget: _Budget, depth: int,
 def _plan_scopes(node: Any, workflows: PlanLookup) -> list[tuple[str, str, int, tuple[Any, str | None] | None]]:
     """(kind, label, index, (graph, workflow name or None) or None) for each scope inside a container.
 
-    kind says how the runner names the nodes inside in events: `index` → `id[i].x` (loop items from 0,
-    recursive iterations from `index`), `branch` → `id[index].x`, `plain` → `id.x`.
+    kind says how the runner names the nodes inside in events (the node type's `drawing.inside`): `index` →
+    `id[i].x` (loop items from 0, recursive iterations from `index`), `branch` → `id[index].x`, `plain` → `id.x`.
     """
-    spec, kind = node.spec, node.type
-    if kind == "loop":
-        return [("index", "body", 0, (node.subgraphs["body"], None))]
-    if kind == "parallel":
-        return [("branch", f"branch {i}", i, (node.subgraphs[f"branch{i}"], None))
-                for i in range(len(spec.branches))]
-    if kind == "recursive" and spec.body:
-        return [("index", "body", 1, (node.subgraphs["body"], None))]
-    if kind in ("recursive", "workflow") and spec.workflow_ref:
-        plan = workflows(spec.workflow_ref)
-        sub = None if plan is None else (plan.graph, spec.workflow_ref)
-        return [("index" if kind == "recursive" else "plain", spec.workflow_ref, 1, sub)]
+    spec = node.spec
+    drawing = spec.drawing
+    if drawing.inside is None:
+        return []
+    if node.subgraphs:
+        if drawing.inside == "branch":
+            return [("branch", f"branch {i}", i, (graph, None)) for i, graph in enumerate(node.subgraphs.values())]
+        return [(drawing.inside, name, drawing.first, (graph, None)) for name, graph in node.subgraphs.items()]
+    ref = getattr(spec, drawing.workflow, None) if drawing.workflow else None
+    if ref:
+        plan = workflows(ref)
+        return [(drawing.inside, ref, 1, None if plan is None else (plan.graph, ref))]
     return []
 
 
 def _refs(spec: Any, ids: set[str]) -> set[str]:
     """Sibling nodes a spec's templates and expressions read (what the compiler infers, roughly)."""
-    text = repr(spec.model_dump(mode="json", exclude={"body", "branches", "id", "description", "metadata"}))
+    text = repr(spec.model_dump(mode="json", exclude={*spec.subgraph_fields, "id", "description", "metadata"}))
     return {name for name in _REF.findall(text) if name in ids and name != spec.id}
 
 
@@ -135,20 +126,20 @@ def _spec_nodes(specs: list[Any], workflows: PlanLookup, budget: _Budget, depth:
         deps = (set(spec.dependencies) | _refs(spec, ids) | {c for c, _ in gates.get(spec.id, [])}) & ids
         item = _item(spec, sorted(deps), gates.get(spec.id, []))
         scopes: list[dict[str, Any]] = []
-        if depth < MAX_DEPTH:
-            body, branches = getattr(spec, "body", None), getattr(spec, "branches", None)
-            if isinstance(body, list):
-                start = 0 if spec.type == "loop" else 1
-                scopes.append({"kind": "index", "label": "body", "index": start,
-                               "nodes": _spec_nodes(body, workflows, budget, depth + 1, stack)})
-            elif isinstance(branches, list):
+        drawing = spec.drawing
+        if depth < MAX_DEPTH and drawing.inside is not None:
+            graphs = spec.inner_graphs()
+            ref = getattr(spec, drawing.workflow, None) if drawing.workflow else None
+            if graphs and drawing.inside == "branch":
                 scopes += [{"kind": "branch", "label": f"branch {i}", "index": i,
-                            "nodes": _spec_nodes(branch, workflows, budget, depth + 1, stack)}
-                           for i, branch in enumerate(branches)]
-            elif spec.type in ("workflow", "recursive") and getattr(spec, "workflow_ref", None):
-                ref = spec.workflow_ref
+                            "nodes": _spec_nodes(inner, workflows, budget, depth + 1, stack)}
+                           for i, (_, inner) in enumerate(graphs)]
+            elif graphs:
+                scopes += [{"kind": drawing.inside, "label": name, "index": drawing.first,
+                            "nodes": _spec_nodes(inner, workflows, budget, depth + 1, stack)} for name, inner in graphs]
+            elif ref:
                 plan = workflows(ref) if ref not in stack else None
-                scope = {"kind": "plain" if spec.type == "workflow" else "index", "label": ref, "index": 1,
+                scope = {"kind": drawing.inside, "label": ref, "index": 1,
                          "nodes": [] if plan is None else
                          _spec_nodes(list(plan.blueprint.nodes), workflows, budget, depth + 1, (*stack, ref))}
                 if plan is None:
@@ -187,12 +178,12 @@ def run_graph(orc: Orchestrator, run_id: str) -> dict[str, Any] | None:
     try:
         return plan_graph(orc.compile(source), workflow_lookup(orc))
     except IceError:
-        blueprint = source if isinstance(source, Blueprint) else _parsed(source)
+        blueprint = source if isinstance(source, Blueprint) else _parsed(orc, source)
         return None if blueprint is None else {**blueprint_graph(blueprint, workflow_lookup(orc)), "approximate": True}
 
 
-def _parsed(source: Any) -> Blueprint | None:
+def _parsed(orc: Orchestrator, source: Any) -> Blueprint | None:
     try:
-        return Blueprint.model_validate(source)
+        return orc.node_models.blueprint.model_validate(source)
     except ValueError:
         return None

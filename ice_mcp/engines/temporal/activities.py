@@ -11,20 +11,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ice_mcp.blueprint.issues import CostEstimate
-from ice_mcp.blueprint.models import NodeSpec
 from ice_mcp.core.blueprints import compile_plan
 from ice_mcp.core.context import RunContext, Spend
-from ice_mcp.core.executor import NodeCall, NodeType
+from ice_mcp.core.executor import NodeCall, NodeType, node_models
 from ice_mcp.core.plan import PlanNode
 from ice_mcp.core.runner import failure_of, timed_attempt
 from ice_mcp.core.templates import Constant, Scope
 from ice_mcp.engines.remote_runs import follow_event
-from ice_mcp.engines.temporal.planning import PLANS
+from ice_mcp.engines.temporal.planning import PLANS, PlanCache
 from ice_mcp.engines.temporal.spans import trace_workflow_nodes
 from ice_mcp.engines.temporal.wire import (
     LOAD_JOURNAL,
@@ -54,9 +52,6 @@ if TYPE_CHECKING:
     from ice_mcp.observability.metrics import PrometheusMetrics
     from ice_mcp.services import Services
 
-SPECS: TypeAdapter[Any] = TypeAdapter(NodeSpec)
-
-
 def plain(value: Any) -> Any:
     """A node's output as JSON values (what the store would keep of it), for Temporal's JSON converter."""
     return loads(dumps(value))
@@ -73,6 +68,7 @@ class NodeActivities:
     workflows: WorkflowPlans
     meter: PrometheusMetrics | None = None  # counts what the journal says, as it is written (once per event)
     new_run: Callable[..., RunRecord] | None = None  # Orchestrator.new_run: a network's workflow begun as a run
+    plans: PlanCache = PLANS  # how this worker's workflows compile plans (its task queue's)
 
     def all(self) -> list[Any]:
         return [self.run_node, self.write_events, self.save_record, self.load_journal, self.start_member]
@@ -81,7 +77,7 @@ class NodeActivities:
     async def run_node(self, task: NodeTask) -> NodeDone:
         """One attempt of one node. Run again after a lost worker, it has the same attempt, hence the same
         idempotency key (`run_id/node_path/attempt`)."""
-        spec = SPECS.validate_python(task.node)
+        spec = node_models(self.node_types.values()).node.validate_python(task.node)
         node_type = self.node_types.get(spec.type)
         if node_type is None:
             raise ApplicationError(f"this worker cannot run {spec.type!r} nodes",
@@ -142,7 +138,7 @@ class NodeActivities:
             raise RuntimeError("the run store did not write the events in time")
         if self.meter is not None:  # the one producer of a Temporal run's metrics: its servers only follow
             self.meter.journaled(batch.run_id, events, self.store.get)
-        trace_workflow_nodes(batch.traceparent, events)
+        trace_workflow_nodes(batch.traceparent, events, self.plans.activity_types)
 
     def _keep_questions(self, run_id: str, events: list[Event]) -> None:
         """The run's record with its pending questions and `input_required` status, as its journal says."""
@@ -187,7 +183,7 @@ class NodeActivities:
             raise RuntimeError("this worker cannot begin a network's runs (no orchestrator)")
         member = start.member
         # Compiled as a workflow compiles it (the server checked it); the server's version and estimate.
-        plan: Plan = dataclasses.replace(compile_plan(member.blueprint, PLANS.services, PLANS.node_types),
+        plan: Plan = dataclasses.replace(compile_plan(member.blueprint, self.plans.services, self.plans.node_types),
                                          version=member.version, document=member.blueprint,
                                          estimate=CostEstimate.model_validate(member.estimate))
         caller_spend = None if caller is None or start.caller_budget_usd is None else Spend(

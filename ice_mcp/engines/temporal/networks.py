@@ -21,7 +21,12 @@ from ice_mcp.core.networks import keep_network, member_ended, network_graph, net
 from ice_mcp.core.plan import Plan
 from ice_mcp.core.runner import Runner
 from ice_mcp.core.templates import Scope
-from ice_mcp.engines.temporal.planning import LOCAL_TIMEOUT, PLANS, CallerSpend, workflow_now
+from ice_mcp.engines.temporal.planning import (
+    LOCAL_TIMEOUT,
+    WORKFLOW_SERVICES,
+    CallerSpend,
+    workflow_now,
+)
 from ice_mcp.engines.temporal.wire import (
     RUN_WORKFLOW,
     SAVE_RECORD,
@@ -104,7 +109,7 @@ class NetworkRun:
         start, manifest = self.start, self.manifest
         self.main = asyncio.current_task()
         runner = NetworkGraphRunner(now=workflow_now, perf=workflow.time)
-        ctx = RunContext(start.network_id, PLANS.services, EventLog(start.network_id, clock=workflow_now), Spend(), runner,
+        ctx = RunContext(start.network_id, WORKFLOW_SERVICES, EventLog(start.network_id, clock=workflow_now), Spend(), runner,
                          _no_workflows, sleep=asyncio.sleep, globals=dict(manifest.global_),
                          trigger=dict(start.trigger))
         stopped: str | None = None

@@ -3,13 +3,14 @@ embedded engine, nodes that do I/O sent to activities, nested workflows started 
 numbered and sent to the shared store, and a clean stop when the history grows long (continue-as-new).
 
 Imported by the sandboxed workflow module as a pass-through module (its plans are compiled once per
-worker process, not once per workflow run)."""
+worker process, not once per workflow run, with the node types of the worker serving the workflow's task queue)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from ice_mcp.core.plan import Plan
 from ice_mcp.core.questions import Answer, Questions
 from ice_mcp.core.runner import Runner
 from ice_mcp.engines.temporal.wire import (
-    ACTIVITY_NODE_TYPES,
     ANSWER_SIGNAL,
     NESTED_EVENTS_SIGNAL,
     NESTED_WORKFLOW,
@@ -45,12 +45,8 @@ from ice_mcp.engines.temporal.wire import (
     Tuning,
 )
 from ice_mcp.errors import NodeFailure, RunStopped, UnknownName
-from ice_mcp.nodes.condition import CONDITION_NODE
-from ice_mcp.nodes.human import HUMAN_NODE
-from ice_mcp.nodes.loop import LOOP_NODE
-from ice_mcp.nodes.parallel import PARALLEL_NODE
+from ice_mcp.nodes import builtin_node_types
 from ice_mcp.nodes.recursive import recursive_node_type
-from ice_mcp.nodes.workflow import WORKFLOW_NODE
 from ice_mcp.services import Services
 from ice_mcp.settings import Settings
 from ice_mcp.store.events import Event, EventLog
@@ -98,27 +94,39 @@ async def dispatch(call: NodeCall) -> NodeResult:
     return NodeResult(done.output, done.cost_usd, Usage(**done.usage))
 
 
-def workflow_node_types(activity_types: tuple[str, ...] = ACTIVITY_NODE_TYPES) -> dict[str, NodeType]:
-    """Node types as a workflow runs them: containers, conditions and `human` nodes (a question waits on a
-    signal, durably) in the workflow, the others as activities. No checks: the server validated the blueprint
-    against its catalogue before starting the run."""
+def workflow_node_types(node_types: Iterable[NodeType], unavailable: Iterable[str] = ()) -> dict[str, NodeType]:
+    """Node types as a workflow runs them, by their placement: those placed in the workflow (containers,
+    conditions, `human` nodes whose question waits on a signal, durably) run there, the others (and the known
+    types unavailable here) as activities. No checks: the server validated the blueprint against its catalogue
+    before starting the run."""
     # An activity times each attempt itself: a worker lost mid-attempt costs the attempt nothing, for the run
     # again (after the heartbeat timeout) gets the node's whole timeout, as a new attempt would on embedded.
     agent = NodeType("agent", dispatch, own_timeout=True)
-    types = [NodeType(t.name, t.execute) for t in (CONDITION_NODE, LOOP_NODE, PARALLEL_NODE, WORKFLOW_NODE)]
-    types.append(NodeType(HUMAN_NODE.name, HUMAN_NODE.execute, own_timeout=True))
-    types += [NodeType(name, dispatch, own_timeout=True) for name in activity_types]
-    types.append(NodeType("recursive", recursive_node_type(agent=agent).execute))
-    return {t.name: t for t in types}
+    types: dict[str, NodeType] = {}
+    for t in node_types:
+        if t.placement == "activity":
+            types[t.name] = NodeType(t.name, dispatch, own_timeout=True, model=t.model)
+        elif t.name == "recursive":  # its agent steps are agent nodes: sent to activities too
+            types[t.name] = NodeType(t.name, recursive_node_type(agent=agent).execute, model=t.model,
+                                     placement="workflow")
+        else:
+            types[t.name] = NodeType(t.name, t.execute, own_timeout=t.own_timeout, model=t.model, placement="workflow")
+    for name in unavailable:
+        types.setdefault(name, NodeType(name, dispatch, own_timeout=True))
+    return types
+
+
+# Settings with explicit folders: nothing here reads the environment or the disk.
+WORKFLOW_SERVICES = Services(Registry(), Settings(data_dir=Path("."), workspace=Path(".")))
 
 
 class PlanCache:
     """Plans compiled in workflows, by document: compiling is deterministic, and a plan is read-only once made."""
 
-    def __init__(self) -> None:
-        self.node_types = workflow_node_types()
-        # Settings with explicit folders: nothing here reads the environment or the disk.
-        self.services = Services(Registry(), Settings(data_dir=Path("."), workspace=Path(".")))
+    def __init__(self, node_types: dict[str, NodeType]) -> None:
+        self.node_types = node_types
+        self.activity_types = frozenset(name for name, t in node_types.items() if t.placement == "activity")
+        self.services = WORKFLOW_SERVICES
         self._plans: OrderedDict[bytes, Plan] = OrderedDict()
 
     def plan(self, document: dict[str, Any]) -> Plan:
@@ -132,7 +140,24 @@ class PlanCache:
         return plan
 
 
-PLANS = PlanCache()
+PLANS = PlanCache(workflow_node_types(*builtin_node_types()))  # a task queue no worker here serves: the built-ins
+_SERVED: dict[str, PlanCache] = {}  # by task queue: the node types of the worker serving it in this process
+
+
+def serve_node_types(task_queue: str, node_types: Iterable[NodeType], unavailable: Iterable[str] = ()) -> PlanCache:
+    """The plans of `task_queue`'s workflows from now on, compiled with these node types (a worker's)."""
+    plans = _SERVED[task_queue] = PlanCache(workflow_node_types(node_types, unavailable))
+    return plans
+
+
+def stop_serving(task_queue: str, plans: PlanCache) -> None:
+    if _SERVED.get(task_queue) is plans:
+        del _SERVED[task_queue]
+
+
+def plans_for(task_queue: str) -> PlanCache:
+    """The plans of a task queue's workflows (deterministic: a workflow's task queue never changes)."""
+    return _SERVED.get(task_queue, PLANS)
 
 
 class CallerSpend(Spend):
@@ -202,6 +227,7 @@ class WorkflowRunner(Runner):
                  sink: EventSink) -> None:
         super().__init__(now=workflow_now, perf=workflow.time)
         self.run_id, self.workflows, self.caller, self.tuning, self.sink = run_id, workflows, caller, tuning, sink
+        self.plans = plans_for(workflow.info().task_queue)
         self.draining = False
         self.questions = Questions()
         self._children: dict[str, str] = {}  # nested workflows in flight: their node path prefix -> workflow id
@@ -214,7 +240,7 @@ class WorkflowRunner(Runner):
         document = self.workflows.get(name)
         if document is None:
             raise UnknownName("workflow", name)
-        return PLANS.plan(document)
+        return self.plans.plan(document)
 
     def node_document(self, node: Any) -> dict[str, Any]:
         found = self._documents.get(id(node))

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
-from ice_mcp.engines.temporal.wire import ACTIVITY_NODE_TYPES
 from ice_mcp.observability import tracing
 from ice_mcp.store.events import Event
 from ice_mcp.store.vocabulary import EventType
@@ -24,8 +23,9 @@ def parent_span(traceparent: str, node_path: str) -> str:
     return tracing.node_span_id(parent_span(traceparent, container), container, 1)
 
 
-def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> None:
-    """A span for each node the workflow ran itself that this journal batch ends (not one reused by a retry)."""
+def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event], activity_types: Collection[str]) -> None:
+    """A span for each node the workflow ran itself that this journal batch ends (not one reused by a retry, nor
+    one of `activity_types`, whose activities made theirs)."""
     if not tracing.ENABLED or traceparent is None:
         return
     for event in events:
@@ -33,7 +33,7 @@ def trace_workflow_nodes(traceparent: str | None, events: Iterable[Event]) -> No
             continue
         data = event.data
         node_type = str(data.get("type"))
-        if node_type in ACTIVITY_NODE_TYPES or "reused_from" in data:
+        if node_type in activity_types or "reused_from" in data:
             continue
         attempt = event.attempt or 1
         started = event.ts - float(data.get("duration_ms") or 0.0) / 1000

@@ -9,8 +9,7 @@ from typing import Any
 RUN_WORKFLOW = "ice_mcp.run"  # a run: workflow id = run id
 NESTED_WORKFLOW = "ice_mcp.nested"  # a nested `workflow` node or a recursive flow's step, inside a run
 NETWORK_WORKFLOW = "ice_mcp.network"  # a network: workflow id = network id; its workflows' runs are child workflows
-NODE_ACTIVITY = "ice_mcp.node"  # one attempt of a node that does I/O (tool, llm, agent, code)
-ACTIVITY_NODE_TYPES = ("tool", "llm", "agent", "code")  # the rest run in the workflow itself
+NODE_ACTIVITY = "ice_mcp.node"  # one attempt of a node its type places in an activity (tool, llm, agent, code)
 WRITE_EVENTS = "ice_mcp.write_events"  # local activities: the run's journal and record in the shared store
 SAVE_RECORD = "ice_mcp.save_record"
 LOAD_JOURNAL = "ice_mcp.load_journal"

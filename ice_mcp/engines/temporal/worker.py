@@ -15,6 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from ice_mcp.engines.base import Wiring
 from ice_mcp.engines.temporal.activities import NodeActivities
 from ice_mcp.engines.temporal.client import connect
+from ice_mcp.engines.temporal.planning import serve_node_types, stop_serving
 from ice_mcp.engines.temporal.workflow import NestedWorkflow, NetworkWorkflow, RunWorkflow
 from ice_mcp.errors import IceError
 
@@ -42,6 +43,8 @@ class WorkerHost(Wiring, Protocol):
 
     @property
     def node_types(self) -> Mapping[str, NodeType]: ...
+    @property
+    def unavailable_node_types(self) -> Mapping[str, str]: ...
     def new_run(self, plan: Plan, inputs: Mapping[str, Any], *, idempotency_key: str | None = None,
                 parent_spend: Spend | None = None, caller: str | None = None,
                 trigger: Mapping[str, Any] | None = None, engine: str | None = None) -> RunRecord: ...
@@ -59,20 +62,25 @@ async def run_worker(orc: WorkerHost, *, concurrency: int = 100, stop: asyncio.E
     if orc.store is None:
         raise IceError("a worker needs the run store its MCP servers read (persist_runs)", code="temporal_unavailable")
     client = await connect(settings, orc.store)
-    activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan,
-                                meter=orc.prometheus, new_run=orc.new_run)
-    worker = Worker(client, task_queue=settings.temporal_task_queue,
-                    workflows=[RunWorkflow, NestedWorkflow, NetworkWorkflow],
-                    activities=activities.all(), workflow_runner=sandbox_runner(),
-                    max_concurrent_activities=concurrency, max_concurrent_local_activities=JOURNAL_WRITES,
-                    graceful_shutdown_timeout=timedelta(seconds=5))
-    logger.warning("ice_mcp worker: task queue %r on %s (namespace %s), %d activities at once",
-                   settings.temporal_task_queue, settings.temporal_address, settings.temporal_namespace, concurrency)
-    metrics = serve_metrics(orc, *metrics_address) if metrics_address is not None else None
+    # Its workflows run this orchestrator's node types too: each where its placement says.
+    plans = serve_node_types(settings.temporal_task_queue, orc.node_types.values(), orc.unavailable_node_types)
+    metrics: WSGIServer | None = None
     try:
+        activities = NodeActivities(orc.services, orc.node_types, orc.store, orc.runner, orc.workflow_plan,
+                                    meter=orc.prometheus, new_run=orc.new_run, plans=plans)
+        worker = Worker(client, task_queue=settings.temporal_task_queue,
+                        workflows=[RunWorkflow, NestedWorkflow, NetworkWorkflow],
+                        activities=activities.all(), workflow_runner=sandbox_runner(),
+                        max_concurrent_activities=concurrency, max_concurrent_local_activities=JOURNAL_WRITES,
+                        graceful_shutdown_timeout=timedelta(seconds=5))
+        logger.warning("ice_mcp worker: task queue %r on %s (namespace %s), %d activities at once",
+                       settings.temporal_task_queue, settings.temporal_address, settings.temporal_namespace,
+                       concurrency)
+        metrics = serve_metrics(orc, *metrics_address) if metrics_address is not None else None
         async with worker:
             await (stop or asyncio.Event()).wait()
     finally:
+        stop_serving(settings.temporal_task_queue, plans)
         if metrics is not None:
             metrics.shutdown()
             metrics.server_close()

@@ -16,7 +16,6 @@ with workflow.unsafe.imports_passed_through():
     from ice_mcp.engines.temporal.networks import NetworkRun
     from ice_mcp.engines.temporal.planning import (
         LOCAL_TIMEOUT,
-        PLANS,
         CallerSpend,
         EventSink,
         WorkflowRunner,
@@ -74,8 +73,10 @@ class RunWorkflow:
         sink.start()
         record = RunRecord.from_dict(start.record)
         sink.traceparent = record.traceparent
+        caller = CallerSpend(start.caller, start.caller_budget_usd, start.caller_spent_usd)
+        runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         try:
-            plan = PLANS.plan(start.blueprint)
+            plan = runner.plans.plan(start.blueprint)
         except IceError as exc:  # the server validated it; a worker that cannot compile it ends the run readably
             record.status, record.error = "failed", {**exc.as_dict(), "code": "engine_error"}
             return await self._finish(sink, record)
@@ -83,9 +84,7 @@ class RunWorkflow:
         if start.resume:
             journal += await workflow.execute_local_activity(LOAD_JOURNAL, start.run_id, result_type=list[dict[str, Any]],
                                                              start_to_close_timeout=LOCAL_TIMEOUT)
-        caller = CallerSpend(start.caller, start.caller_budget_usd, start.caller_spent_usd)
         parent = Spend(budget_usd=start.budget_left_usd, parent=caller)
-        runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         events = EventLog(start.run_id, [sink], clock=workflow_now)
         self.asking = runner, events
         runner.questions.restore(start.run_id, journal)  # asked before it continued as new: the first deadline
@@ -94,7 +93,7 @@ class RunWorkflow:
             # A retry: the reused nodes are another run's, so this run journals them too (it can resume, and
             # be retried, without running them again), and it starts (run_started, retry_of) rather than resumes.
             replay = dataclasses.replace(replay or Replay(), reused_from=record.retry_of)
-        ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=plan.blueprint.budget_usd, parent=parent),
+        ctx = RunContext(start.run_id, runner.plans.services, events, Spend(budget_usd=plan.blueprint.budget_usd, parent=parent),
                          runner, runner.catalogue, sleep=asyncio.sleep, globals=dict(start.globals), replay=replay,
                          questions=runner.questions, trace_parent=record.traceparent)
         execution = asyncio.create_task(runner.execute(plan, record, ctx))
@@ -138,12 +137,12 @@ class NestedWorkflow:
         runner = WorkflowRunner(start.run_id, start.workflows, caller, start.tuning, sink)
         events = EventLog(start.run_id, [sink], clock=workflow_now)
         self.asking = runner, events
-        ctx = RunContext(start.run_id, PLANS.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
+        ctx = RunContext(start.run_id, runner.plans.services, events, Spend(budget_usd=start.budget_left_usd, parent=caller),
                          runner, runner.catalogue, sleep=asyncio.sleep, depth=start.depth, path=start.path,
                          globals=dict(start.globals), trigger=dict(start.trigger), questions=runner.questions,
                          trace_parent=start.trace_parent)
         try:
-            plan = PLANS.plan(start.blueprint)
+            plan = runner.plans.plan(start.blueprint)
             result = await runner.run_nested(plan, start.inputs, ctx)
         except RunStopped as stop:
             raise ApplicationError(stop.message, stop.as_dict(), [], type="run_stopped", non_retryable=True) from None

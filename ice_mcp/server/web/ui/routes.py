@@ -213,7 +213,7 @@ class RunViews:
                     plan = self.orc.compile(source)
                     blueprint = plan.blueprint
                 except IceError:
-                    blueprint = _parse_blueprint(source)
+                    blueprint = _parse_blueprint(self.orc, source)
         return plan, blueprint
 
     def run_graph(self, run_id: str) -> dict[str, Any] | None:
@@ -247,7 +247,7 @@ class RunViews:
         plan, blueprint = self.run_plan(run_id)
         spec = _spec_of(blueprint, node_id)
         detail["spec"] = None if spec is None else json_text(
-            spec.model_dump(mode="json", exclude={"body", "branches"}, exclude_defaults=True))
+            spec.model_dump(mode="json", exclude=set(spec.subgraph_fields), exclude_defaults=True))
         if spec is not None:
             detail.setdefault("type", spec.type)
         if detail["status"] == "pending":
@@ -267,10 +267,9 @@ class RunViews:
         return detail
 
 
-def _parse_blueprint(source: Any) -> Any:
-
+def _parse_blueprint(orc: Any, source: Any) -> Any:
     try:
-        return source if isinstance(source, Blueprint) else Blueprint.model_validate(source)
+        return source if isinstance(source, Blueprint) else orc.node_models.blueprint.model_validate(source)
     except ValueError:
         return None
 
@@ -284,12 +283,12 @@ def _spec_of(blueprint: Any, node_id: str) -> Any:
         found = next((spec for spec in specs if spec.id == name), None)
         if found is None:
             return None
-        body, branches = getattr(found, "body", None), getattr(found, "branches", None)
-        if isinstance(body, list):
-            specs = body
-        elif isinstance(branches, list) and "[" in segment:
+        graphs = found.inner_graphs() if found.subgraph_fields else []
+        if graphs and found.drawing.inside != "branch":
+            specs = graphs[0][1]
+        elif graphs and "[" in segment:
             index = int(segment[segment.index("[") + 1:-1])
-            specs = branches[index] if index < len(branches) else []
+            specs = graphs[index][1] if index < len(graphs) else []
         else:
             specs = []
     return found
