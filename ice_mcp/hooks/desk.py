@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, get_args
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
-from ice_mcp.desks import NamedTargets, TargetStarter
-from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
+from ice_mcp.desks import NamedTargets, TargetStarter, visible
+from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, every_problem
 from ice_mcp.hosts import HasRegistry, HasSettings
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import Unverified, new_secret, secret_problem, verify
@@ -286,11 +286,7 @@ class Hooks:
     # -- helpers ----------------------------------------------------------------------------------------
 
     def _hook(self, hook_id: str) -> HookRecord:
-        hook = self.store.hook(hook_id)
-        if hook is None or not may_see(hook.principal):
-            raise UnknownName("webhook", hook_id, nearest(hook_id, [h.id for h in self.store.hooks()
-                                                                    if may_see(h.principal)]))
-        return hook
+        return visible("webhook", hook_id, self.store.hook(hook_id), self.store.hooks)
 
     def _secrets(self, hook: HookRecord) -> builtins.list[str]:
         now = self.clock()
