@@ -2,7 +2,7 @@
 // view follows it through the host's bridge with run_status, drawn by the /ui graph code (dag.js, inlined with
 // this file into one module). Every text from the server goes into the page as text, never as HTML.
 import { DagView } from './dag.js';
-import { badge, fill, fmtCost, fmtDuration, h, sleep } from './dom.js';
+import { badge, fill, fmtCost, fmtDuration, h, readFields, sleep } from './dom.js';
 
 const PROTOCOL_VERSION = '2026-01-26';  // the MCP Apps revision this view speaks
 const POLL_MS = 1000;                   // run_status at most once a second
@@ -380,14 +380,7 @@ function schemaFields(schema) {
       h('span', { class: 'field-name' }, prop.title || name, required.has(name) ? h('span', { class: 'required' }, ' *') : null),
       control, prop.description ? h('span', { class: 'muted hint' }, prop.description) : null);
   });
-  const read = () => {
-    const answer = {};
-    for (const [name, reader] of readers) {
-      const value = reader();
-      if (value !== undefined) answer[name] = value;
-    }
-    return answer;
-  };
+  const read = () => readFields(readers);
   return { elements, read };
 }
 

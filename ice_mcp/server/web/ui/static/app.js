@@ -1,7 +1,7 @@
 // The run view: runs list, one run's live graph and node details, the workflow catalogue, the schedules.
 // Every text from the server goes into the page as text (textContent), never as HTML.
 import { DagView } from './dag.js';
-import { add, badge, fill, fmtCost, fmtDuration, h, sleep } from './dom.js';
+import { add, badge, fill, fmtCost, fmtDuration, h, readFields, sleep } from './dom.js';
 import { makeSchedules } from './schedules.js';
 
 const TOKEN_KEY = 'ice_mcp.token';
@@ -496,12 +496,7 @@ function schemaForm(schema) {
       if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('the inputs must be a JSON object');
       return value;
     }
-    const inputs = {};
-    for (const [name, reader] of readers) {
-      const value = reader();
-      if (value !== undefined) inputs[name] = value;
-    }
-    return inputs;
+    return readFields(readers);
   };
   return { element, read };
 }

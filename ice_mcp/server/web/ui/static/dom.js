@@ -37,3 +37,13 @@ export function fmtDuration(ms) {
   const s = Math.round(ms / 1000);
   return s < 3600 ? `${Math.floor(s / 60)} m ${s % 60} s` : `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
 }
+
+// What a form's fields hold: each field's reader by name; a field left empty (undefined) is not in the object.
+export function readFields(readers) {
+  const values = {};
+  for (const [name, reader] of readers) {
+    const value = reader();
+    if (value !== undefined) values[name] = value;
+  }
+  return values;
+}
