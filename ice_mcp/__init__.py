@@ -12,10 +12,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ice_mcp.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ice_mcp.agents.definition import agent, register_agent
@@ -109,14 +110,8 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """An exported name, imported from its module on first use (and kept here)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# An exported name, imported from its module on first use (and kept here).
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

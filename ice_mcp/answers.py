@@ -13,6 +13,7 @@ from ice_mcp.core.questions import Answer, Question
 from ice_mcp.desks import RunLookups
 from ice_mcp.engines.remote_runs import follow_event
 from ice_mcp.errors import AnswerInvalid, IceError, NotWaiting, UnknownName
+from ice_mcp.hosts import HasEngine, HasOwner, HasQuestions
 from ice_mcp.store.base import StoredRun
 from ice_mcp.store.events import Event, Listener
 from ice_mcp.store.node_states import ask_or_answer
@@ -20,27 +21,19 @@ from ice_mcp.store.records import RunRecord
 from ice_mcp.store.vocabulary import EventType
 
 if TYPE_CHECKING:
-    from ice_mcp.core.questions import Questions
-    from ice_mcp.engines.base import Engine
     from ice_mcp.run_handles import RunHandle
-    from ice_mcp.store.base import Owner, RunRecords
+    from ice_mcp.store.base import RunRecords
 
 logger = logging.getLogger(__name__)
 ANSWER_WAIT_SECONDS = 10.0  # how long an answer handed to another process waits for its run to take it
 
 
-class AnswerHost(RunLookups, Protocol):
+class AnswerHost(RunLookups, HasQuestions, HasEngine, HasOwner, Protocol):
     """What the answer desk asks of its orchestrator: where its runs' questions wait, the store their records and
     journals are kept in, the engine that hands an answer to another process, and who this process is."""
 
     @property
-    def questions(self) -> Questions: ...
-    @property
     def store(self) -> RunRecords | None: ...
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def owner(self) -> Owner: ...
 
 
 class Answers:

@@ -7,8 +7,12 @@ them all structurally (mypy checks it where it builds each desk), so no desk imp
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ice_mcp.blueprint.issues import nearest
+from ice_mcp.errors import UnknownName
+from ice_mcp.principals import may_see
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import Spend
@@ -61,3 +65,22 @@ class NamedTargets(Protocol):
     @property
     def networks(self) -> Collection[str]: ...  # the network manifests kept by name
     def workflow_plan(self, name: str) -> Plan: ...
+
+
+class Owned(Protocol):
+    """A record a principal made (a schedule, a webhook), by its id."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def principal(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=Owned)
+
+
+def visible(kind: str, key: str, found: R | None, every: Callable[[], Iterable[R]]) -> R:
+    """`found` if the acting principal may see it; else UnknownName, with the nearest of the ids they may see."""
+    if found is None or not may_see(found.principal):
+        raise UnknownName(kind, key, nearest(key, [r.id for r in every() if may_see(r.principal)]))
+    return found

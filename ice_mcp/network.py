@@ -36,6 +36,7 @@ from ice_mcp.errors import (
     RunStopped,
     UnknownName,
 )
+from ice_mcp.hosts import HasEngine, HasOwner, HasRegistry, HasRunner, HasServices, HasSettings
 from ice_mcp.principals import acting_as, may_see, owned_key
 from ice_mcp.store.base import Leases, RunRecords
 from ice_mcp.store.events import Event, EventLog
@@ -44,14 +45,8 @@ from ice_mcp.types import NodeResult
 
 if TYPE_CHECKING:
     from ice_mcp.catalogue import Target
-    from ice_mcp.core.runner import Runner
-    from ice_mcp.engines.base import Engine
     from ice_mcp.run_handles import ExpiringKeys
     from ice_mcp.schedules.desk import Schedules
-    from ice_mcp.services import Services
-    from ice_mcp.settings import Settings
-    from ice_mcp.store.base import Owner
-    from ice_mcp.tools.registry import Registry
 
 __all__ = ["NETWORK_ID_PREFIX", "ManifestSource", "NamedNetwork", "NetworkHandle", "NetworkRunner", "NetworkRuns",
            "network_result"]
@@ -133,24 +128,12 @@ class NetworkStore(RunRecords, Leases, Protocol):
     """What a network run keeps in the run store: its record, under this process's lease."""
 
 
-class NetworkHost(RunStarter, Protocol):
+class NetworkHost(RunStarter, HasSettings, HasOwner, HasEngine, HasServices, HasRunner, HasRegistry, Protocol):
     """What a network runner asks of its orchestrator: its workflows resolved and started, the runner and services
     its graph runs on, the engine that may run it whole, the store it is kept in, the caller's budget."""
 
     @property
-    def settings(self) -> Settings: ...
-    @property
-    def owner(self) -> Owner: ...
-    @property
     def store(self) -> NetworkStore | None: ...
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def services(self) -> Services: ...
-    @property
-    def runner(self) -> Runner: ...
-    @property
-    def registry(self) -> Registry: ...
     def workflow_plan(self, name: str) -> Plan: ...
     def compile(self, source: Target) -> Plan: ...
     def caller_spend(self, caller: str | None = None) -> Spend | None: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,50 +58,46 @@ class Settings:
     def from_env(cls, **overrides: Any) -> Settings:
         env = os.environ
         values: dict[str, Any] = {}
-        if env.get("ICE_MCP_DATA_DIR"):
-            values["data_dir"] = Path(env["ICE_MCP_DATA_DIR"])
-        if env.get("ICE_MCP_WORKSPACE"):
-            values["workspace"] = Path(env["ICE_MCP_WORKSPACE"])
-        if env.get("ICE_MCP_MAX_WORKFLOW_DEPTH"):
-            values["max_workflow_depth"] = int(env["ICE_MCP_MAX_WORKFLOW_DEPTH"])
-        if env.get("ICE_MCP_SANDBOX_EXPRESSIONS"):
-            values["sandbox_expressions"] = env["ICE_MCP_SANDBOX_EXPRESSIONS"].lower() in ("1", "true", "yes")
-        if env.get("ICE_MCP_CALLER_BUDGET_USD"):
-            values["caller_budget_usd"] = float(env["ICE_MCP_CALLER_BUDGET_USD"])
-        if env.get("ICE_MCP_ALLOW_NET"):
-            values["allow_net"] = tuple(e.strip() for e in env["ICE_MCP_ALLOW_NET"].split(",") if e.strip())
-        if env.get("ICE_MCP_EGRESS_PROXY"):
-            values["egress_proxy"] = env["ICE_MCP_EGRESS_PROXY"]
-        if env.get("ICE_MCP_LEASE_SECONDS"):
-            values["lease_seconds"] = float(env["ICE_MCP_LEASE_SECONDS"])
-        if env.get("ICE_MCP_IDEMPOTENCY_KEY_SECONDS"):
-            values["idempotency_key_seconds"] = float(env["ICE_MCP_IDEMPOTENCY_KEY_SECONDS"])
-        if env.get("ICE_MCP_WEBHOOK_MAX_BYTES"):
-            values["webhook_max_bytes"] = int(env["ICE_MCP_WEBHOOK_MAX_BYTES"])
-        if env.get("ICE_MCP_PUBLIC_URL"):
-            values["public_url"] = env["ICE_MCP_PUBLIC_URL"].rstrip("/")
-        if env.get("ICE_MCP_SMTP_URL"):
-            values["smtp_url"] = env["ICE_MCP_SMTP_URL"]
-        if env.get("ICE_MCP_SMTP_FROM"):
-            values["smtp_from"] = env["ICE_MCP_SMTP_FROM"]
-        if env.get("ICE_MCP_NOTIFY_BACKOFF"):
-            values["notify_backoff"] = tuple(float(d) for d in env["ICE_MCP_NOTIFY_BACKOFF"].split(",") if d.strip())
-        if env.get("ICE_MCP_RETENTION_DAYS"):
-            values["retention_days"] = float(env["ICE_MCP_RETENTION_DAYS"])
-        if env.get("ICE_MCP_MAX_RUNS"):
-            values["max_concurrent_runs"] = int(env["ICE_MCP_MAX_RUNS"])
-        if env.get("ICE_MCP_STATE"):
-            values["state_url"] = env["ICE_MCP_STATE"]
-        if env.get("ICE_MCP_MEMORY_BACKEND"):
-            values["memory_backend"] = env["ICE_MCP_MEMORY_BACKEND"]
-        if env.get("ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"):
-            values["temporal_heartbeat_seconds"] = float(env["ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS"])
-        for key, name in (("engine", "ICE_MCP_ENGINE"), ("temporal_address", "ICE_MCP_TEMPORAL"),
-                          ("temporal_namespace", "ICE_MCP_TEMPORAL_NAMESPACE"),
-                          ("temporal_task_queue", "ICE_MCP_TEMPORAL_TASK_QUEUE")):
+        for name, (key, read) in _FROM_ENV.items():
             if env.get(name):
-                values[key] = env[name]
+                values[key] = read(env[name])
         values.update({k: v for k, v in overrides.items() if v is not None})
         for key in ("data_dir", "workspace"):
             values[key] = Path(values[key]).expanduser().resolve() if key in values else None
         return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def _flag(text: str) -> bool:
+    return text.lower() in ("1", "true", "yes")
+
+
+def _hosts(text: str) -> tuple[str, ...]:
+    return tuple(e.strip() for e in text.split(",") if e.strip())
+
+
+def _delays(text: str) -> tuple[float, ...]:
+    return tuple(float(d) for d in text.split(",") if d.strip())
+
+
+def _same(text: str) -> str:
+    return text
+
+
+# The environment variables `Settings.from_env` reads (when set and not empty): the field each sets, read how.
+_FROM_ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "ICE_MCP_DATA_DIR": ("data_dir", Path), "ICE_MCP_WORKSPACE": ("workspace", Path),
+    "ICE_MCP_MAX_WORKFLOW_DEPTH": ("max_workflow_depth", int), "ICE_MCP_SANDBOX_EXPRESSIONS": ("sandbox_expressions", _flag),
+    "ICE_MCP_CALLER_BUDGET_USD": ("caller_budget_usd", float), "ICE_MCP_ALLOW_NET": ("allow_net", _hosts),
+    "ICE_MCP_EGRESS_PROXY": ("egress_proxy", _same), "ICE_MCP_LEASE_SECONDS": ("lease_seconds", float),
+    "ICE_MCP_IDEMPOTENCY_KEY_SECONDS": ("idempotency_key_seconds", float),
+    "ICE_MCP_WEBHOOK_MAX_BYTES": ("webhook_max_bytes", int),
+    "ICE_MCP_PUBLIC_URL": ("public_url", lambda text: text.rstrip("/")),
+    "ICE_MCP_SMTP_URL": ("smtp_url", _same), "ICE_MCP_SMTP_FROM": ("smtp_from", _same),
+    "ICE_MCP_NOTIFY_BACKOFF": ("notify_backoff", _delays), "ICE_MCP_RETENTION_DAYS": ("retention_days", float),
+    "ICE_MCP_MAX_RUNS": ("max_concurrent_runs", int), "ICE_MCP_STATE": ("state_url", _same),
+    "ICE_MCP_MEMORY_BACKEND": ("memory_backend", _same),
+    "ICE_MCP_TEMPORAL_HEARTBEAT_SECONDS": ("temporal_heartbeat_seconds", float),
+    "ICE_MCP_ENGINE": ("engine", _same), "ICE_MCP_TEMPORAL": ("temporal_address", _same),
+    "ICE_MCP_TEMPORAL_NAMESPACE": ("temporal_namespace", _same),
+    "ICE_MCP_TEMPORAL_TASK_QUEUE": ("temporal_task_queue", _same),
+}

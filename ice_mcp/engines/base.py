@@ -10,19 +10,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ice_mcp.hosts import HasOwner, HasQuestions, HasRunner, HasServices, HasSettings
 from ice_mcp.run_handles import RunHandle
 
 if TYPE_CHECKING:
     from ice_mcp.core.context import Sleep, Spend
     from ice_mcp.core.metrics import Metrics
     from ice_mcp.core.plan import Plan
-    from ice_mcp.core.questions import Questions
-    from ice_mcp.core.runner import Runner
     from ice_mcp.errors import IceError
     from ice_mcp.observability.metrics import PrometheusMetrics
-    from ice_mcp.services import Services
-    from ice_mcp.settings import Settings
-    from ice_mcp.store.base import Owner, RunStorage
+    from ice_mcp.store.base import RunStorage
     from ice_mcp.store.events import Event, Listener
     from ice_mcp.store.journal import Replay
     from ice_mcp.store.records import RunRecord
@@ -164,33 +161,23 @@ class Engine(Protocol):
         ...
 
 
-class Wiring(Protocol):
+class Wiring(HasSettings, HasServices, HasRunner, Protocol):
     """What engines and Temporal workers are built from, of their orchestrator: its settings, run store, services,
     runner, registered workflows' plans and Prometheus metrics."""
 
     @property
-    def settings(self) -> Settings: ...
-    @property
     def store(self) -> RunStorage | None: ...
-    @property
-    def services(self) -> Services: ...
-    @property
-    def runner(self) -> Runner: ...
     @property
     def prometheus(self) -> PrometheusMetrics: ...
     def workflow_plan(self, name: str) -> Plan: ...
 
 
-class EngineHost(Wiring, Protocol):
+class EngineHost(Wiring, HasOwner, HasQuestions, Protocol):
     """What `open_engine` wires an engine with, of its orchestrator: besides the `Wiring`, who this process is,
     where runs' events go (metrics, watchers, each run's questions), stored runs' plans, and networks resumed."""
 
     @property
-    def owner(self) -> Owner: ...
-    @property
     def metrics(self) -> Metrics: ...
-    @property
-    def questions(self) -> Questions: ...
     @property
     def sleep(self) -> Sleep: ...
     def stored_plan(self, stored: StoredRun) -> Plan: ...

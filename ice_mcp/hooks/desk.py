@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, get_args
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
 from ice_mcp.core.templates import Scope, compile_value
-from ice_mcp.desks import NamedTargets, TargetStarter
-from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, UnknownName, every_problem
+from ice_mcp.desks import NamedTargets, TargetStarter, visible
+from ice_mcp.errors import IceError, RateLimited, TemplateCompileError, every_problem
+from ice_mcp.hosts import HasRegistry, HasSettings
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import Unverified, new_secret, secret_problem, verify
 from ice_mcp.store.hooks import Auth, HookRecord, HookSecret
@@ -33,9 +34,7 @@ from ice_mcp.store.records import iso
 if TYPE_CHECKING:
     from ice_mcp.core.plan import Plan
     from ice_mcp.run_handles import RunHandle
-    from ice_mcp.settings import Settings
     from ice_mcp.store.base import HookStore
-    from ice_mcp.tools.registry import Registry
 
 HOOK_ID_TEXT = re.compile(SCHEDULE_ID)  # the same shape as a schedule's id
 AUTHS: tuple[str, ...] = get_args(Auth)
@@ -61,16 +60,12 @@ def _refusal(status: int, code: str, message: str, **extra: Any) -> Delivery:
     return Delivery(status, {"error": {"code": code, "message": message, **extra}})
 
 
-class HookHost(TargetStarter, NamedTargets, Protocol):
+class HookHost(TargetStarter, NamedTargets, HasSettings, HasRegistry, Protocol):
     """What the webhook desk asks of its orchestrator: a delivery's run (or network run) started, waited on and
     looked up, the workflows and networks a hook may name, the run store hooks are kept in, where senders reach it."""
 
     @property
-    def settings(self) -> Settings: ...
-    @property
     def store(self) -> HookStore | None: ...
-    @property
-    def registry(self) -> Registry: ...
     def watch(self, run_id: str) -> RunHandle | None: ...
 
 
@@ -291,11 +286,7 @@ class Hooks:
     # -- helpers ----------------------------------------------------------------------------------------
 
     def _hook(self, hook_id: str) -> HookRecord:
-        hook = self.store.hook(hook_id)
-        if hook is None or not may_see(hook.principal):
-            raise UnknownName("webhook", hook_id, nearest(hook_id, [h.id for h in self.store.hooks()
-                                                                    if may_see(h.principal)]))
-        return hook
+        return visible("webhook", hook_id, self.store.hook(hook_id), self.store.hooks)
 
     def _secrets(self, hook: HookRecord) -> builtins.list[str]:
         now = self.clock()

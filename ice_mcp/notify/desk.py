@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.desks import RunLookups, RunStarter
 from ice_mcp.errors import IceError, UnknownName, every_problem
+from ice_mcp.hosts import HasOwner, HasRegistry, HasSettings
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.signing import SECRET_PREFIX, new_secret, standard_signature
 from ice_mcp.store.base import Outbox, RunRecords, ScheduleStore
@@ -34,10 +35,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from ice_mcp.run_handles import RunHandle
-    from ice_mcp.settings import Settings
-    from ice_mcp.store.base import Owner
     from ice_mcp.store.events import Listener
-    from ice_mcp.tools.registry import Registry
 
 logger = logging.getLogger(__name__)
 EVENTS = {"succeeded": "run.succeeded", "failed": "run.failed", "timed_out": "run.failed",
@@ -67,18 +65,12 @@ class NotifyStore(Outbox, ScheduleStore, RunRecords, Protocol):
     recent runs a sweep looks at."""
 
 
-class NotifyHost(RunStarter, RunLookups, Protocol):
+class NotifyHost(RunStarter, RunLookups, HasSettings, HasOwner, HasRegistry, Protocol):
     """What the notification desk asks of its orchestrator: every run's events (the finished ones go in the
     outbox), the runs looked up, a workflow target's run started, the store, who this process is."""
 
     @property
-    def settings(self) -> Settings: ...
-    @property
-    def owner(self) -> Owner: ...
-    @property
     def store(self) -> NotifyStore | None: ...
-    @property
-    def registry(self) -> Registry: ...
     def watch_runs(self, listener: Listener) -> Callable[[], None]: ...
 
 

@@ -32,9 +32,11 @@ from ice_mcp.operations.run_ids import resolve_run_id
 from ice_mcp.operations.schedule_tools import SCHEDULE_TOOLS
 from ice_mcp.operations.tool_table import (
     BLUEPRINT_SCHEMA,
+    DELETES,
     KEY_SCHEMA,
     READ_ONLY,
     RUN_STATUSES,
+    STARTS,
     WAIT_SCHEMA,
     Answer,
     BuiltinCall,
@@ -231,14 +233,14 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         output_schema=RUN_OR_NETWORK_SCHEMA),
     BuiltinTool(
         "run_cancel", "Cancel a running run and every node running in it.",
-        obj_schema(_RUN_ID, ["run_id"]), Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        obj_schema(_RUN_ID, ["run_id"]), DELETES,
         run_cancel, scope="run", output_schema=_CANCELLED, rpc="run.cancel", cli=("runs", "cancel")),
     BuiltinTool(
         "run_retry", "Run a finished run again as a new run: nodes it finished are reused, the failed node (or"
         " from_node) and everything after it run again.",
         obj_schema({**_RUN_ID, "from_node": {"type": "string", "description": "re-run from this top-level node"},
               "wait_seconds": WAIT_SCHEMA}, ["run_id"]),
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        STARTS,
         run_retry, scope="run", output_schema=ENVELOPE_SCHEMA, rpc="run.retry", cli=("runs", "retry")),
     BuiltinTool(
         "run_respond", "Answer the question a waiting `human` node asked (run_status shows it under `questions`, "
@@ -268,7 +270,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         obj_schema({"older_than": {"type": "string", "pattern": DURATION_PATTERN,
                                    "description": "how long ago a run ended, at least: 30d, 12h, 90m, 3600s"}},
                    ["older_than"]),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False), runs_prune, scope="admin",
+        DELETES, runs_prune, scope="admin",
         output_schema=obj_schema({"pruned": {"type": "integer"}, "older_than_seconds": {"type": "number"}},
                                  ["pruned", "older_than_seconds"]),
         cli=("runs", "prune"), cli_flags=("older_than",)),
@@ -285,12 +287,12 @@ BUILTINS: tuple[BuiltinTool, ...] = (
     BuiltinTool(
         "blueprint_register", "Add or replace workflow_<name> from a blueprint (validate_only: just check it).",
         obj_schema({"blueprint": BLUEPRINT_SCHEMA, "validate_only": {"type": "boolean"}}, ["blueprint"]),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        DELETES,
         blueprint_register, scope="admin", output_schema=REGISTERED_SCHEMA),
     BuiltinTool(
         "blueprint_delete", "Remove a registered workflow (and its workflow_<name> tool).",
         obj_schema({"name": {"type": "string"}}, ["name"]),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        DELETES,
         blueprint_delete, scope="admin", output_schema=obj_schema({"deleted": {"type": "string"}}, ["deleted"])),
     BuiltinTool(
         "blueprint_run", "Run a blueprint given inline without registering it.",

@@ -16,43 +16,32 @@ from ice_mcp.operations.result_schemas import (
     HOOK_TEST_SCHEMA,
 )
 from ice_mcp.operations.tool_table import (
+    DELETES,
     READ_ONLY,
-    Answer,
     BuiltinCall,
     BuiltinTool,
     Hints,
-    Reply,
     obj_schema,
+    replying,
 )
 
 _ID = {"type": "string", "description": "The webhook's id."}
 _CHANGES = Hints(read_only=False, destructive=False, idempotent=False, open_world=False)
 
 
-async def webhook_create(call: BuiltinCall) -> Answer:
+def _create(call: BuiltinCall) -> dict[str, Any]:
     args = call.args
-    return Reply(call.orc.hooks.create(workflow=args.get("workflow"), network=args.get("network"),
-                                       inputs=args.get("inputs"), body_input=args.get("body_input"),
-                                       auth=args.get("auth", "standard"), hook_id=args.get("id"),
-                                       secret=args.get("secret")))
+    return call.orc.hooks.create(workflow=args.get("workflow"), network=args.get("network"),
+                                 inputs=args.get("inputs"), body_input=args.get("body_input"),
+                                 auth=args.get("auth", "standard"), hook_id=args.get("id"), secret=args.get("secret"))
 
 
-async def webhook_list(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.hooks.list())
-
-
-async def webhook_delete(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.hooks.delete(call.args["id"]))
-
-
-async def webhook_rotate_secret(call: BuiltinCall) -> Answer:
-    args = call.args
-    return Reply(call.orc.hooks.rotate_secret(args["id"], float(args.get("overlap_seconds", 86400))))
-
-
-async def webhook_test(call: BuiltinCall) -> Answer:
-    args = call.args
-    return Reply(call.orc.hooks.test(args["id"], args["body"], args.get("headers")))
+webhook_create = replying(_create)
+webhook_list = replying(lambda call: call.orc.hooks.list())
+webhook_delete = replying(lambda call: call.orc.hooks.delete(call.args["id"]))
+webhook_rotate_secret = replying(
+    lambda call: call.orc.hooks.rotate_secret(call.args["id"], float(call.args.get("overlap_seconds", 86400))))
+webhook_test = replying(lambda call: call.orc.hooks.test(call.args["id"], call.args["body"], call.args.get("headers")))
 
 
 _INPUTS: dict[str, Any] = {
@@ -87,7 +76,7 @@ HOOK_TOOLS: tuple[BuiltinTool, ...] = (
         cli=("webhooks", "list")),
     BuiltinTool(
         "webhook_delete", "Delete a webhook (its runs stay).", obj_schema({"id": _ID}, ["id"]),
-        Hints(read_only=False, destructive=True, idempotent=True, open_world=False), webhook_delete,
+        DELETES, webhook_delete,
         scope="run", output_schema=DELETED_SCHEMA, rpc="webhook.delete", cli=("webhooks", "delete")),
     BuiltinTool(
         "webhook_rotate_secret", "A new secret for a webhook (shown only here); the current one stays valid for "

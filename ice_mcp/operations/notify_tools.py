@@ -5,6 +5,8 @@ Each is one `BuiltinTool` entry and one handler over the orchestrator's notifica
 
 from __future__ import annotations
 
+from typing import Any
+
 from ice_mcp.notify.desk import ON
 from ice_mcp.operations.result_schemas import (
     DELETED_SCHEMA,
@@ -13,36 +15,30 @@ from ice_mcp.operations.result_schemas import (
     TARGET_SCHEMA,
 )
 from ice_mcp.operations.tool_table import (
+    DELETES,
     READ_ONLY,
-    Answer,
+    STARTS,
     BuiltinCall,
     BuiltinTool,
-    Hints,
-    Reply,
     obj_schema,
+    replying,
 )
 
 _ID = {"type": "string", "description": "The notification target's id."}
 
 
-async def notify_set(call: BuiltinCall) -> Answer:
+def _set(call: BuiltinCall) -> dict[str, Any]:
     args = call.args
-    return Reply(call.orc.notifications.set(url=args.get("url"), workflow=args.get("workflow"),
-                                            schedule_id=args.get("schedule_id"), on=args.get("on", ["failed"]),
-                                            secret=args.get("secret"), target_id=args.get("id"),
-                                            workflow_target=args.get("workflow_target")))
+    return call.orc.notifications.set(url=args.get("url"), workflow=args.get("workflow"),
+                                      schedule_id=args.get("schedule_id"), on=args.get("on", ["failed"]),
+                                      secret=args.get("secret"), target_id=args.get("id"),
+                                      workflow_target=args.get("workflow_target"))
 
 
-async def notify_list(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.notifications.list())
-
-
-async def notify_delete(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.notifications.delete(call.args["id"]))
-
-
-async def notify_history(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.notifications.history(call.args["id"], int(call.args.get("limit", 50))))
+notify_set = replying(_set)
+notify_list = replying(lambda call: call.orc.notifications.list())
+notify_delete = replying(lambda call: call.orc.notifications.delete(call.args["id"]))
+notify_history = replying(lambda call: call.orc.notifications.history(call.args["id"], int(call.args.get("limit", 50))))
 
 
 NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
@@ -60,12 +56,12 @@ NOTIFY_TOOLS: tuple[BuiltinTool, ...] = (
                            "description": "Which endings are sent (default [\"failed\"])."},
                     "secret": {"type": "string", "description": "Your own whsec_ secret (default: a new one)."},
                     "id": {**_ID, "description": "An id of your own (default: generated)."}}),
-        Hints(read_only=False, destructive=False, idempotent=False, open_world=True), notify_set, scope="run",
+        STARTS, notify_set, scope="run",
         output_schema=TARGET_SCHEMA, rpc="notify.set", cli=("notify", "set")),
     BuiltinTool("notify_list", "Every notification target (never its secret).", obj_schema({}), READ_ONLY,
                 notify_list, output_schema=TARGET_LIST_SCHEMA, rpc="notify.list", cli=("notify", "list")),
     BuiltinTool("notify_delete", "Stop sending to a target and forget its deliveries.", obj_schema({"id": _ID}, ["id"]),
-                Hints(read_only=False, destructive=True, idempotent=True, open_world=False), notify_delete,
+                DELETES, notify_delete,
                 scope="run", output_schema=DELETED_SCHEMA, rpc="notify.delete", cli=("notify", "delete")),
     BuiltinTool("notify_history", "A target's deliveries, newest first: each event's state (pending, delivered, "
                 "failed, disabled) and every attempt (time, HTTP status or error, server).",

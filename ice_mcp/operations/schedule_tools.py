@@ -17,13 +17,16 @@ from ice_mcp.operations.result_schemas import (
     SCHEDULE_TRIGGER_SCHEMA,
 )
 from ice_mcp.operations.tool_table import (
+    DELETES,
     READ_ONLY,
+    STARTS,
     Answer,
     BuiltinCall,
     BuiltinTool,
     Hints,
     Reply,
     obj_schema,
+    replying,
 )
 from ice_mcp.store.schedules import OUTCOMES
 
@@ -60,7 +63,6 @@ POLICY_SCHEMA: dict[str, Any] = {"description": "What overlapping and missed slo
     "pause_on_failure": {"type": "boolean", "description": "Pause the schedule when one of its runs fails."},
 })}
 _CHANGES = Hints(read_only=False, destructive=False, idempotent=True, open_world=False)
-_STARTS = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)
 
 
 async def _kept(call: BuiltinCall, answer: dict[str, Any]) -> Answer:
@@ -81,12 +83,8 @@ async def schedule_create(call: BuiltinCall) -> Answer:
         policy=args.get("policy"), schedule_id=args.get("id")))
 
 
-async def schedule_get(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.schedules.get(call.args["id"]))
-
-
-async def schedule_list(call: BuiltinCall) -> Answer:
-    return Reply(call.orc.schedules.list(call.args.get("workflow")))
+schedule_get = replying(lambda call: call.orc.schedules.get(call.args["id"]))
+schedule_list = replying(lambda call: call.orc.schedules.list(call.args.get("workflow")))
 
 
 async def schedule_update(call: BuiltinCall) -> Answer:
@@ -116,9 +114,8 @@ async def schedule_delete(call: BuiltinCall) -> Answer:
     return await _kept(call, call.orc.schedules.delete(call.args["id"]))
 
 
-async def schedule_history(call: BuiltinCall) -> Answer:
-    args = call.args
-    return Reply(call.orc.schedules.history(args["id"], int(args.get("limit", 50)), args.get("outcome")))
+schedule_history = replying(lambda call: call.orc.schedules.history(call.args["id"], int(call.args.get("limit", 50)),
+                                                                     call.args.get("outcome")))
 
 
 SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
@@ -169,17 +166,17 @@ SCHEDULE_TOOLS: tuple[BuiltinTool, ...] = (
         output_schema=SCHEDULE_SCHEMA),
     BuiltinTool(
         "schedule_trigger", "Run a schedule's workflow (or network) now, outside its slots.",
-        obj_schema({"id": _ID}, ["id"]), _STARTS, schedule_trigger, scope="run",
+        obj_schema({"id": _ID}, ["id"]), STARTS, schedule_trigger, scope="run",
         output_schema=SCHEDULE_TRIGGER_SCHEMA, rpc="schedule.trigger",
         cli=("schedules", "trigger")),
     BuiltinTool(
         "schedule_backfill", "Run the slots between start and end (inclusive) that have no firing yet, up to the "
         "schedule's last decided slot (later ones it fires itself); `later_slots` counts those left.",
-        obj_schema({"id": _ID, "start": _INSTANT, "end": _INSTANT}, ["id", "start", "end"]), _STARTS,
+        obj_schema({"id": _ID, "start": _INSTANT, "end": _INSTANT}, ["id", "start", "end"]), STARTS,
         schedule_backfill, scope="run", output_schema=SCHEDULE_BACKFILL_SCHEMA, rpc="schedule.backfill"),
     BuiltinTool(
         "schedule_delete", "Delete a schedule and its history (its runs stay).",
-        obj_schema({"id": _ID}, ["id"]), Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+        obj_schema({"id": _ID}, ["id"]), DELETES,
         schedule_delete, scope="run", output_schema=DELETED_SCHEMA, rpc="schedule.delete",
         cli=("schedules", "delete")),
     BuiltinTool(

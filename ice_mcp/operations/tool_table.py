@@ -53,6 +53,8 @@ class Hints:
 
 
 READ_ONLY = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
+DELETES = Hints(read_only=False, destructive=True, idempotent=True, open_world=False)  # forgets what it names
+STARTS = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)  # keeps what starts runs
 
 
 # -- what a handler receives and answers ------------------------------------------------------------
@@ -133,6 +135,15 @@ class NetworkFollowed:
 
 Answer = Reply | RunStarted | RunWatched | RunAnswered | NetworkFollowed
 Handler = Callable[[BuiltinCall], Awaitable[Answer]]
+
+
+def replying(answer: Callable[[BuiltinCall], Any]) -> Handler:
+    """A handler that replies with what `answer` makes of the call: a desk's own answer, as it is."""
+
+    async def handler(call: BuiltinCall) -> Answer:
+        return Reply(answer(call))
+
+    return handler
 
 
 async def wait_for_network(answer: NetworkFollowed, cancels: Callable[[], bool] | None = None) -> dict[str, Any]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ice_mcp.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ice_mcp.sandbox.cli import warmup, warmup_cli
@@ -42,10 +44,4 @@ def require_runtime() -> None:
             importlib.import_module(name)  # the ModuleNotFoundError that names it
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

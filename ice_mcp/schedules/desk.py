@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ice_mcp.blueprint.issues import nearest
 from ice_mcp.blueprint.models import SCHEDULE_ID
-from ice_mcp.desks import NamedTargets
-from ice_mcp.errors import IceError, UnknownName, every_problem
+from ice_mcp.desks import NamedTargets, visible
+from ice_mcp.errors import IceError, every_problem
 from ice_mcp.principals import acting_id, may_see
 from ice_mcp.schedules.firing import (
     MAX_DUE,
@@ -390,11 +390,7 @@ class Schedules:
         return now
 
     def _schedule(self, schedule_id: str) -> ScheduleRecord:
-        schedule = self.store.schedule(schedule_id)
-        if schedule is None or not may_see(schedule.principal):
-            raise UnknownName("schedule", schedule_id, nearest(schedule_id, [s.id for s in self.store.schedules()
-                                                                            if may_see(s.principal)]))
-        return schedule
+        return visible("schedule", schedule_id, self.store.schedule(schedule_id), self.store.schedules)
 
     def _summary(self, schedule: ScheduleRecord, spec: ScheduleSpec, fires: int) -> dict[str, Any]:
         after = max(schedule.cursor or 0.0, self.now())

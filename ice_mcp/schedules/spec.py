@@ -11,7 +11,7 @@ import math
 import zoneinfo
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 from cronsim import CronSim
 from dateutil.rrule import rrule as RRule
@@ -300,15 +300,17 @@ class ScheduleSpec(BaseModel):
     end_at: datetime | None = None
     jitter_seconds: float = 0.0
 
-    @field_validator("cron")
+    @field_validator("cron", "rrule")
     @classmethod
-    def _cron(cls, value: str | None) -> str | None:
+    def _rule(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A cron expression (its fields' spacing folded) or an iCalendar rule (stripped), checked."""
         if value is None:
             return None
-        problem = cron_problem(value)
+        cron = info.field_name == "cron"
+        problem = cron_problem(value) if cron else rrule_problem(value)
         if problem:
             raise ValueError(problem)
-        return " ".join(value.split())
+        return " ".join(value.split()) if cron else value.strip()
 
     @field_validator("every_seconds")
     @classmethod
@@ -316,16 +318,6 @@ class ScheduleSpec(BaseModel):
         if value is not None and (not math.isfinite(value) or value < 1):
             raise ValueError(f"must be at least 1 second (got {value:g}); sub-second schedules are not supported")
         return value
-
-    @field_validator("rrule")
-    @classmethod
-    def _rrule(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        problem = rrule_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value.strip()
 
     @field_validator("timezone")
     @classmethod
@@ -414,6 +406,9 @@ def _problem(error: Mapping[str, Any], model: type[BaseModel]) -> dict[str, str]
     return {"path": _path(loc), "message": message}
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def _raise(errors: list[dict[str, str]], what: str) -> NoReturn:
     def one(e: dict[str, str]) -> str:
         return f"{e['path']}: {e['message']}" if e["path"] else e["message"]
@@ -435,15 +430,22 @@ def _lenient_instant(value: Any, timezone: Any) -> datetime | None:
     return parsed.astimezone(UTC)
 
 
-def parse_spec(data: Mapping[str, Any] | ScheduleSpec) -> ScheduleSpec:
-    """A checked ScheduleSpec, or ScheduleInvalid listing every problem in `details["errors"]`."""
-    if isinstance(data, ScheduleSpec):
+def _validated(data: object, model: type[M], noun: str, what: str) -> M:
+    """`data` as a `model`, validated if it is not one yet: ValidationError, or ScheduleInvalid when it is no
+    object at all (`noun` names it in the message, `what` in the error)."""
+    if isinstance(data, model):
         return data
     if not isinstance(data, Mapping):
-        _raise([{"path": "", "message": f"a schedule spec is an object, not {type(data).__name__}"}], "schedule")
+        _raise([{"path": "", "message": f"a {noun} is an object, not {type(data).__name__}"}], what)
+    return model.model_validate(dict(data))
+
+
+def parse_spec(data: Mapping[str, Any] | ScheduleSpec) -> ScheduleSpec:
+    """A checked ScheduleSpec, or ScheduleInvalid listing every problem in `details["errors"]`."""
     try:
-        return ScheduleSpec.model_validate(dict(data))
+        return _validated(data, ScheduleSpec, "schedule spec", "schedule")
     except ValidationError as exc:
+        assert isinstance(data, Mapping)  # a ScheduleSpec is valid already
         errors = [_problem(e, ScheduleSpec) for e in exc.errors()
                   if not (e.get("loc") == () and e.get("type") == "value_error")]
         fallback = [_problem(e, ScheduleSpec) for e in exc.errors() if e.get("loc") == ()]
@@ -461,11 +463,7 @@ def parse_policy(data: Mapping[str, Any] | SchedulePolicy | None) -> SchedulePol
     """A checked SchedulePolicy (the defaults for None), or ScheduleInvalid listing every problem."""
     if data is None:
         return SchedulePolicy()
-    if isinstance(data, SchedulePolicy):
-        return data
-    if not isinstance(data, Mapping):
-        _raise([{"path": "", "message": f"a schedule policy is an object, not {type(data).__name__}"}], "schedule policy")
     try:
-        return SchedulePolicy.model_validate(dict(data))
+        return _validated(data, SchedulePolicy, "schedule policy", "schedule policy")
     except ValidationError as exc:
         _raise([_problem(e, SchedulePolicy) for e in exc.errors()], "schedule policy")

@@ -68,15 +68,19 @@ class ServerAdditions:
         for listener in list(self.listeners):
             listener(kind)
 
+    def _remove(self, table: dict[str, Any], name: str, kind: str) -> bool:
+        """Drop `name` from `table` (the tools or the prompts); listeners hear of it when it was there."""
+        removed = table.pop(name, None) is not None
+        if removed:
+            self._changed(kind)
+        return removed
+
     def add_tool(self, tool: types.Tool, handler: ToolHandler) -> None:
         self.tools[tool.name] = NativeTool(tool, handler)
         self._changed("tools")
 
     def remove_tool(self, name: str) -> bool:
-        removed = self.tools.pop(name, None) is not None
-        if removed:
-            self._changed("tools")
-        return removed
+        return self._remove(self.tools, name, "tools")
 
     def add_resource(self, resource: types.Resource, read: Reader) -> None:
         self.resources[str(resource.uri)] = (resource, read)
@@ -89,10 +93,7 @@ class ServerAdditions:
         self._changed("prompts")
 
     def remove_prompt(self, name: str) -> bool:
-        removed = self.prompts.pop(name, None) is not None
-        if removed:
-            self._changed("prompts")
-        return removed
+        return self._remove(self.prompts, name, "prompts")
 
     def advertise_bare(self, *names: str) -> None:
         self.bare_names.update(names)

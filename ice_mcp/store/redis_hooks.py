@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 
-from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.hooks import HookRecord
 from ice_mcp.store.redis_schedules import RedisRoom, unavailable
 
@@ -18,17 +17,16 @@ class RedisHooks(RedisRoom):
 
     @unavailable
     def save_hook(self, hook: HookRecord) -> None:
-        self._redis.hset(self._key("hooks"), hook.id, dumps(hook.to_json()))
+        self._save_body("hooks", hook.id, hook.to_json())
 
     @unavailable
     def hook(self, hook_id: str) -> HookRecord | None:
-        text = self._redis.hget(self._key("hooks"), hook_id)
-        return None if text is None else HookRecord.from_json(loads(text))
+        body = self._body("hooks", hook_id)
+        return None if body is None else HookRecord.from_json(body)
 
     @unavailable
     def hooks(self) -> builtins.list[HookRecord]:
-        found = self._redis.hgetall(self._key("hooks"))
-        return sorted((HookRecord.from_json(loads(text)) for text in found.values()), key=lambda h: h.id)
+        return [HookRecord.from_json(body) for body in self._bodies("hooks")]
 
     @unavailable
     def delete_hook(self, hook_id: str) -> bool:

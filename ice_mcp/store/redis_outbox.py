@@ -34,17 +34,16 @@ class RedisOutbox(RedisRoom):
 
     @unavailable
     def save_target(self, target: NotifyTarget) -> None:
-        self._redis.hset(self._key("notify_targets"), target.id, dumps(target.to_json()))
+        self._save_body("notify_targets", target.id, target.to_json())
 
     @unavailable
     def target(self, target_id: str) -> NotifyTarget | None:
-        text = self._redis.hget(self._key("notify_targets"), target_id)
-        return None if text is None else NotifyTarget.from_json(loads(text))
+        body = self._body("notify_targets", target_id)
+        return None if body is None else NotifyTarget.from_json(body)
 
     @unavailable
     def targets(self) -> builtins.list[NotifyTarget]:
-        found = self._redis.hgetall(self._key("notify_targets"))
-        return sorted((NotifyTarget.from_json(loads(t)) for t in found.values()), key=lambda t: t.id)
+        return [NotifyTarget.from_json(body) for body in self._bodies("notify_targets")]
 
     @unavailable
     def delete_target(self, target_id: str) -> bool:

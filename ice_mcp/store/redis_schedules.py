@@ -127,6 +127,19 @@ class RedisRoom:
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
+    def _save_body(self, table: str, key: str, body: Any) -> None:
+        """Keep `body` as JSON under `key` in the hash `table` (webhooks, notification targets)."""
+        self._redis.hset(self._key(table), key, dumps(body))
+
+    def _body(self, table: str, key: str) -> Any | None:
+        text = self._redis.hget(self._key(table), key)
+        return None if text is None else loads(text)
+
+    def _bodies(self, table: str) -> list[Any]:
+        """Every body of the hash `table`, in the order of their keys."""
+        found = self._redis.hgetall(self._key(table))
+        return [loads(found[key]) for key in sorted(found)]
+
 
 def _float(value: float | None) -> str:
     """A float as text that reads back to the same float ('' for None)."""

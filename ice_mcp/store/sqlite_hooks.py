@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import builtins
-import sqlite3
-import threading
 import time
 
-from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.hooks import HookRecord
+from ice_mcp.store.sqlite_bodies import SqliteBodies
 
 HOOK_SCHEMA = """
 CREATE TABLE IF NOT EXISTS hooks (
@@ -25,33 +23,22 @@ CREATE TABLE IF NOT EXISTS deliveries (
 """
 
 
-class SqliteHooks:
+class SqliteHooks(SqliteBodies):
     """`HookStore` (store/base.py), on the store's synchronous connection (seen by other processes at once)."""
 
-    _read: sqlite3.Connection
-    _read_lock: threading.Lock
-
     def save_hook(self, hook: HookRecord) -> None:
-        with self._read_lock:
-            self._read.execute("INSERT INTO hooks (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET"
-                               " body = excluded.body", (hook.id, dumps(hook.to_json())))
+        self._save_body("hooks", hook.id, hook.to_json())
 
     def hook(self, hook_id: str) -> HookRecord | None:
-        with self._read_lock:
-            row = self._read.execute("SELECT body FROM hooks WHERE id = ?", (hook_id,)).fetchone()
-        return None if row is None else HookRecord.from_json(loads(row[0]))
+        body = self._body("hooks", hook_id)
+        return None if body is None else HookRecord.from_json(body)
 
     def hooks(self) -> builtins.list[HookRecord]:
-        with self._read_lock:
-            rows = self._read.execute("SELECT body FROM hooks ORDER BY id").fetchall()
-        return [HookRecord.from_json(loads(row[0])) for row in rows]
+        return [HookRecord.from_json(body) for body in self._bodies("hooks")]
 
     def delete_hook(self, hook_id: str) -> bool:
         """Delete a hook and the record of its deliveries (their runs stay)."""
-        with self._read_lock:
-            deleted = self._read.execute("DELETE FROM hooks WHERE id = ?", (hook_id,)).rowcount
-            self._read.execute("DELETE FROM deliveries WHERE hook_id = ?", (hook_id,))
-        return bool(deleted)
+        return self._delete_body("hooks", hook_id, also="deliveries", column="hook_id")
 
     def delivery_run(self, hook_id: str, delivery_id: str) -> str | None:
         with self._read_lock:

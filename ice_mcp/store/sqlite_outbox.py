@@ -7,11 +7,10 @@ a process that dies mid-send leaves it due again once the lease ends.
 from __future__ import annotations
 
 import builtins
-import sqlite3
-import threading
 
 from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.outbox import NotifyTarget, OutboxEntry
+from ice_mcp.store.sqlite_bodies import SqliteBodies
 
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS notify_targets (
@@ -31,32 +30,21 @@ CREATE INDEX IF NOT EXISTS outbox_due ON outbox (state, next_at);
 """
 
 
-class SqliteOutbox:
+class SqliteOutbox(SqliteBodies):
     """`Outbox` (store/base.py) on the store's synchronous connection; a claim is one write transaction."""
 
-    _read: sqlite3.Connection
-    _read_lock: threading.Lock
-
     def save_target(self, target: NotifyTarget) -> None:
-        with self._read_lock:
-            self._read.execute("INSERT INTO notify_targets (id, body) VALUES (?, ?) ON CONFLICT(id) DO UPDATE"
-                               " SET body = excluded.body", (target.id, dumps(target.to_json())))
+        self._save_body("notify_targets", target.id, target.to_json())
 
     def target(self, target_id: str) -> NotifyTarget | None:
-        with self._read_lock:
-            row = self._read.execute("SELECT body FROM notify_targets WHERE id = ?", (target_id,)).fetchone()
-        return None if row is None else NotifyTarget.from_json(loads(row[0]))
+        body = self._body("notify_targets", target_id)
+        return None if body is None else NotifyTarget.from_json(body)
 
     def targets(self) -> builtins.list[NotifyTarget]:
-        with self._read_lock:
-            rows = self._read.execute("SELECT body FROM notify_targets ORDER BY id").fetchall()
-        return [NotifyTarget.from_json(loads(row[0])) for row in rows]
+        return [NotifyTarget.from_json(body) for body in self._bodies("notify_targets")]
 
     def delete_target(self, target_id: str) -> bool:
-        with self._read_lock:
-            deleted = self._read.execute("DELETE FROM notify_targets WHERE id = ?", (target_id,)).rowcount
-            self._read.execute("DELETE FROM outbox WHERE target_id = ?", (target_id,))
-        return bool(deleted)
+        return self._delete_body("notify_targets", target_id, also="outbox", column="target_id")
 
     def enqueue(self, entries: builtins.list[OutboxEntry]) -> None:
         """Add entries; one already there for the same event and target stays as it is."""

@@ -42,8 +42,8 @@ from ice_mcp.store.vocabulary import EventType
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-ASSETS = {"app.js": "text/javascript", "dag.js": "text/javascript", "schedules.js": "text/javascript",
-          "app.css": "text/css"}
+ASSETS = {"app.js": "text/javascript", "dag.js": "text/javascript", "dom.js": "text/javascript",
+          "schedules.js": "text/javascript", "app.css": "text/css"}
 SECURITY_HEADERS = {
     # Every asset is ours: nothing inline, nothing from elsewhere, never framed.
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

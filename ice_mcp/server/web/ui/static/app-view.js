@@ -2,6 +2,7 @@
 // view follows it through the host's bridge with run_status, drawn by the /ui graph code (dag.js, inlined with
 // this file into one module). Every text from the server goes into the page as text, never as HTML.
 import { DagView } from './dag.js';
+import { badge, fill, fmtCost, fmtDuration, h, readFields, sleep } from './dom.js';
 
 const PROTOCOL_VERSION = '2026-01-26';  // the MCP Apps revision this view speaks
 const POLL_MS = 1000;                   // run_status at most once a second
@@ -10,44 +11,10 @@ const UNDER_WAY = new Set(['queued', 'running', 'input_required']);
 const AS_NODE_STATE = { queued: 'pending', input_required: 'waiting' };  // a network's run statuses on its nodes
 const main = document.getElementById('main');
 
-// -- helpers (as app.js's) ----------------------------------------------------------------------
+// -- helpers (besides dom.js's) ------------------------------------------------------------
 
-function h(tag, props, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props || {})) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
-    else if (key === 'dataset') Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children.flat(Infinity)) {
-    if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
-function fill(node, ...children) {
-  node.replaceChildren();
-  for (const child of children.flat(Infinity)) {
-    if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-const badge = (status) => h('span', { class: `badge status-${status}`, dataset: { status } }, String(status).replace('_', ' '));
 const pre = (text, cls) => h('pre', { class: cls || 'value' }, text);
 const errorBox = (error) => h('div', { class: 'error-box', role: 'alert' }, error instanceof Error ? error.message : String(error));
-const fmtCost = (usd) => (usd ? `$${usd < 0.01 ? usd.toFixed(5) : usd.toFixed(4)}` : '$0');
-
-function fmtDuration(ms) {
-  if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
-  const s = Math.round(ms / 1000);
-  return s < 3600 ? `${Math.floor(s / 60)} m ${s % 60} s` : `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
-}
 
 // -- the bridge: JSON-RPC 2.0 over postMessage with the host (or its sandbox proxy) -------------------
 
@@ -413,14 +380,7 @@ function schemaFields(schema) {
       h('span', { class: 'field-name' }, prop.title || name, required.has(name) ? h('span', { class: 'required' }, ' *') : null),
       control, prop.description ? h('span', { class: 'muted hint' }, prop.description) : null);
   });
-  const read = () => {
-    const answer = {};
-    for (const [name, reader] of readers) {
-      const value = reader();
-      if (value !== undefined) answer[name] = value;
-    }
-    return answer;
-  };
+  const read = () => readFields(readers);
   return { elements, read };
 }
 

@@ -1,6 +1,7 @@
 // The run view: runs list, one run's live graph and node details, the workflow catalogue, the schedules.
 // Every text from the server goes into the page as text (textContent), never as HTML.
 import { DagView } from './dag.js';
+import { add, badge, fill, fmtCost, fmtDuration, h, readFields, sleep } from './dom.js';
 import { makeSchedules } from './schedules.js';
 
 const TOKEN_KEY = 'ice_mcp.token';
@@ -16,36 +17,6 @@ const stats = (window.__ice = { events: 0, batches: 0, lags: [], layoutMs: null,
 
 // -- helpers -------------------------------------------------------------------------------
 
-function h(tag, props, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props || {})) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
-    else if (key === 'dataset') Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? '' : String(value));
-  }
-  for (const child of children.flat(Infinity)) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
-// replaceChildren / append that skip the null of an absent optional part.
-function fill(node, ...children) {
-  node.replaceChildren();
-  return add(node, ...children);
-}
-
-function add(node, ...children) {
-  for (const child of children.flat(Infinity)) {
-    if (child !== null && child !== undefined && child !== false) node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
 
 function headers(extra = {}) {
@@ -54,18 +25,9 @@ function headers(extra = {}) {
   return all;
 }
 
-function fmtDuration(ms) {
-  if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
-  const s = Math.round(ms / 1000);
-  return s < 3600 ? `${Math.floor(s / 60)} m ${s % 60} s` : `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
-}
-const fmtCost = (usd) => (usd ? `$${usd < 0.01 ? usd.toFixed(5) : usd.toFixed(4)}` : '$0');
 const fmtTokens = (n) => (n ? Number(n).toLocaleString() : '0');
 const fmtTime = (ts) => (ts ? new Date(ts * 1000).toLocaleString() : '—');
 const elapsed = (run) => (run.duration_ms ?? (run.started_at ? Date.now() - run.started_at * 1000 : null));
-const badge = (status) => h('span', { class: `badge status-${status}`, dataset: { status } }, status.replace('_', ' '));
 
 class ApiError extends Error {
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
@@ -534,12 +496,7 @@ function schemaForm(schema) {
       if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('the inputs must be a JSON object');
       return value;
     }
-    const inputs = {};
-    for (const [name, reader] of readers) {
-      const value = reader();
-      if (value !== undefined) inputs[name] = value;
-    }
-    return inputs;
+    return readFields(readers);
   };
   return { element, read };
 }
