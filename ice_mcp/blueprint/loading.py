@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -40,24 +41,23 @@ class _BoundedComposer(Composer):
 
     _depth = 0
 
-    def _enter(self) -> None:
+    @contextmanager
+    def _level(self) -> Iterator[None]:
         self._depth += 1
         if self._depth > MAX_NESTING_DEPTH:
             raise _TooDeep(f"nested deeper than {MAX_NESTING_DEPTH} levels")
+        try:
+            yield
+        finally:
+            self._depth -= 1
 
     def compose_sequence_node(self, anchor: Any) -> yaml.SequenceNode:
-        self._enter()
-        try:
+        with self._level():
             return super().compose_sequence_node(anchor)
-        finally:
-            self._depth -= 1
 
     def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
-        self._enter()
-        try:
+        with self._level():
             return super().compose_mapping_node(anchor)
-        finally:
-            self._depth -= 1
 
 
 def _yaml_loader() -> Any:

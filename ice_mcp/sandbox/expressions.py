@@ -9,7 +9,6 @@ same expression language.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import importlib.util
 import zipfile
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ice_mcp.lazy import MadeOnce
 from ice_mcp.sandbox.artifacts import default_cache_dir
 from ice_mcp.sandbox.errors import UNAVAILABLE, SandboxError
 from ice_mcp.sandbox.sandbox import Sandbox, SandboxConfig
@@ -85,22 +85,20 @@ class ExpressionSandbox:
         self.cache_dir = cache_dir
         self.library = (cache_dir or default_cache_dir()) / "expressions" / "expressions.zip"
         self.timeout_seconds = timeout_seconds
-        self._sandbox: Sandbox | None = None
-        self._lock = asyncio.Lock()
+        self._sandbox = MadeOnce(self._make)
+
+    async def _make(self) -> Sandbox:
+        if not self.library.is_file():
+            builder = Sandbox(SandboxConfig(workers=1, cache_dir=self.cache_dir, max_result_bytes=64 * 2**20,
+                                            max_input_bytes=64 * 2**20))
+            try:
+                await build_library_zip(builder, self.library)
+            finally:
+                await builder.aclose()
+        return Sandbox(SandboxConfig(readonly_dirs=((self.library.parent, GUEST_LIB),), cache_dir=self.cache_dir))
 
     async def _ready(self) -> Sandbox:
-        async with self._lock:
-            if self._sandbox is None:
-                if not self.library.is_file():
-                    builder = Sandbox(SandboxConfig(workers=1, cache_dir=self.cache_dir, max_result_bytes=64 * 2**20,
-                                                    max_input_bytes=64 * 2**20))
-                    try:
-                        await build_library_zip(builder, self.library)
-                    finally:
-                        await builder.aclose()
-                self._sandbox = Sandbox(SandboxConfig(readonly_dirs=((self.library.parent, GUEST_LIB),),
-                                                      cache_dir=self.cache_dir))
-            return self._sandbox
+        return await self._sandbox.get()
 
     async def evaluate(self, expression: str, names: Mapping[str, Any]) -> Any:
         sandbox = await self._ready()
@@ -109,5 +107,5 @@ class ExpressionSandbox:
         return outcome.result
 
     async def aclose(self) -> None:
-        if self._sandbox is not None:
-            await self._sandbox.aclose()
+        if (sandbox := self._sandbox.take()) is not None:
+            await sandbox.aclose()

@@ -25,6 +25,7 @@ from ice_mcp.engines.temporal.planning import (
     LOCAL_TIMEOUT,
     WORKFLOW_SERVICES,
     CallerSpend,
+    WorkflowPump,
     workflow_now,
 )
 from ice_mcp.engines.temporal.wire import (
@@ -49,33 +50,25 @@ class NetworkGraphRunner(Runner):
     emits_spans = False
 
 
-class RecordKeeper:
-    """The network's record in the store: one local activity at a time saves it as it stands then (two saves in
-    flight could land out of order), so the last save is the latest state."""
+class RecordKeeper(WorkflowPump):
+    """The network's record in the store: one local activity at a time saves it as it stands then, so the last
+    save is the latest state."""
 
     def __init__(self, record: RunRecord) -> None:
+        super().__init__()
         self.record = record
-        self._dirty = self._closing = False
-        self._pump: asyncio.Task[None] | None = None
+        self._dirty = False
 
     def changed(self) -> None:
         self._dirty = True
-        if self._pump is None:
-            self._pump = asyncio.create_task(self._run())
+        self.start()
 
-    async def close(self) -> None:
-        """Save what changed last, then stop."""
-        self._closing = True
-        if self._pump is not None:
-            await self._pump
+    def _queued(self) -> bool:
+        return self._dirty
 
-    async def _run(self) -> None:
-        while True:
-            await workflow.wait_condition(lambda: self._dirty or self._closing)
-            if not self._dirty:
-                return
-            self._dirty = False
-            await save_record(self.record)
+    async def _send(self) -> None:
+        self._dirty = False
+        await save_record(self.record)
 
 
 async def save_record(record: RunRecord) -> None:

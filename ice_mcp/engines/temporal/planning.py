@@ -173,16 +173,47 @@ class CallerSpend(Spend):
             self.cost_usd = max(self.cost_usd, total_usd - node_cost_usd)
 
 
-class EventSink:
+class WorkflowPump:
+    """One task of a workflow that sends what has queued up, one send in flight at a time (two could land out of
+    order), until it is closed with nothing left to send."""
+
+    def __init__(self) -> None:
+        self._closing = False
+        self._pump: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        """Send what is queued, then stop."""
+        self._closing = True
+        if self._pump is not None:
+            await self._pump
+
+    def _queued(self) -> bool:
+        raise NotImplementedError
+
+    async def _send(self) -> None:
+        raise NotImplementedError
+
+    async def _run(self) -> None:
+        while True:
+            await workflow.wait_condition(lambda: self._queued() or self._closing)
+            if not self._queued():
+                return
+            await self._send()
+
+
+class EventSink(WorkflowPump):
     """A run's events in order: the run's own workflow numbers them and writes them to the store (local
     activities, batched while one is in flight); a nested workflow signals them to the run's workflow."""
 
     def __init__(self, run_id: str, next_seq: int = 0, *, nested: bool = False) -> None:
+        super().__init__()
         self.run_id, self.next_seq, self.nested = run_id, next_seq, nested
         self.traceparent: str | None = None  # the run's, when it is traced
         self.pending: list[dict[str, Any]] = []
-        self._closing = False
-        self._pump: asyncio.Task[None] | None = None
 
     def __call__(self, event: Event) -> None:
         """An EventLog listener: queue the event (numbered by the run's workflow)."""
@@ -194,26 +225,16 @@ class EventSink:
             self.next_seq += 1
         self.pending.append(event)
 
-    def start(self) -> None:
-        self._pump = asyncio.create_task(self._run())
+    def _queued(self) -> bool:
+        return bool(self.pending)
 
-    async def close(self) -> None:
-        """Send every event queued so far, then stop."""
-        self._closing = True
-        if self._pump is not None:
-            await self._pump
-
-    async def _run(self) -> None:
-        while True:
-            await workflow.wait_condition(lambda: bool(self.pending) or self._closing)
-            if not self.pending:
-                return
-            batch, self.pending = self.pending, []
-            if self.nested:
-                await workflow.get_external_workflow_handle(self.run_id).signal(NESTED_EVENTS_SIGNAL, batch)
-            else:
-                await workflow.execute_local_activity(WRITE_EVENTS, EventBatch(self.run_id, batch, self.traceparent),
-                                                      start_to_close_timeout=LOCAL_TIMEOUT)
+    async def _send(self) -> None:
+        batch, self.pending = self.pending, []
+        if self.nested:
+            await workflow.get_external_workflow_handle(self.run_id).signal(NESTED_EVENTS_SIGNAL, batch)
+        else:
+            await workflow.execute_local_activity(WRITE_EVENTS, EventBatch(self.run_id, batch, self.traceparent),
+                                                  start_to_close_timeout=LOCAL_TIMEOUT)
 
 
 class WorkflowRunner(Runner):

