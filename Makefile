@@ -37,8 +37,8 @@ run: setup
 
 # Byte-compiled first: with PYTHONDONTWRITEBYTECODE set, every server a test starts would compile ~180 modules (~0.7 s).
 # Most tests wait on servers, stores and clocks more than they compute, so they run on CI_WORKERS pytest-xdist workers
-# (a file's tests on one worker, sharing its servers); the tests that time the server's answers (`alone`) run after
-# them, with nothing beside them.
+# (a file's tests on one worker, sharing its servers); the tests whose outcome hangs on timing (`alone`: the server's
+# answers timed, a 2 s heartbeat) run after them, with nothing beside them.
 CI_WORKERS ?= 3
 test: test-setup check
 	$(PY) -m compileall -q ice_mcp

@@ -43,7 +43,8 @@ LIVE = ("tests/replicas/", "tests/temporal/", "tests/ui/", "tests/upstream/", "_
 
 
 # A test that times the server's /healthz during a hostile call (tests/server/live.py's healthz_watch) measures
-# latency, which other tests' load would distort: marked `alone`, `make test` runs it after the parallel part.
+# latency, which other tests' load would distort: marked `alone` here (others say so themselves), `make test` runs
+# them after the parallel part.
 TIMES_LATENCY = "healthz_watch"
 
 

@@ -47,6 +47,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch, aimock_url: str) -> Iterator[OtlpR
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # the workers heartbeat within 2 s: under other tests' load Temporal rightly runs an activity again
 async def test_a_temporal_run_is_one_trace_and_a_lost_worker_adds_no_span(
         tmp_path: Path, workers: Workers, marks: Marks, receiver: OtlpReceiver, aimock_url: str) -> None:
     with memory_spans():  # this process (the server side) gives the run its trace context
