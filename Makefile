@@ -39,10 +39,14 @@ run: setup
 # Most tests wait on servers, stores and clocks more than they compute, so they run on CI_WORKERS pytest-xdist workers
 # (a file's tests on one worker, sharing its servers); the tests whose outcome hangs on timing (`alone`: the server's
 # answers timed, a 2 s heartbeat) run after them, with nothing beside them.
+# The checks (ruff, mypy, the import contracts: ~35 s of one core) run beside the parallel part, which mostly waits;
+# either failing fails the target, the checks' report printed after the tests'.
 CI_WORKERS ?= 3
-test: test-setup check
+test: test-setup
 	$(PY) -m compileall -q ice_mcp
-	$(PY) -m pytest -q -n $(CI_WORKERS) --dist loadfile -m "not alone"
+	@$(MAKE) --no-print-directory check > .check.log 2>&1 & checks=$$!; \
+	  $(PY) -m pytest -q -n $(CI_WORKERS) --dist loadfile -m "not alone"; status=$$?; \
+	  wait $$checks || status=1; cat .check.log; rm -f .check.log; exit $$status
 	$(PY) -m pytest -q -m alone
 
 # The inner loop: the in-process tests (no server, store, browser or compile of their own) on TEST_WORKERS

@@ -1,6 +1,6 @@
 """Schedules across real processes: three `ice-mcp serve --http` on one store (Redis, then one data folder)
-fire a 1-second schedule's 30 slots exactly once each while the server that created it, 13 s before, is
-SIGKILLed at slot 10 and started again at slot 20 (the others learn of a schedule within a second, not at
+fire a 1-second schedule's 20 slots exactly once each while the server that created it, 8.5 s before, is
+SIGKILLed at slot 6 and started again at slot 13 (the others learn of a schedule within a second, not at
 their 30 s idle look); and the same with `--engine temporal` (a Temporal Schedule ticking beside the servers' loops),
 two workers running the runs."""
 
@@ -21,7 +21,7 @@ from mcp_helpers import subprocess_env
 
 from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
 
-SLOTS = 30
+SLOTS = 20
 
 
 def wait_until(moment: float) -> None:
@@ -73,10 +73,10 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
                                  spec={"every_seconds": 1, "start_at": start, "end_at": end},
                                  policy={"overlap": "allow_all"})
         assert created["id"] == "every_second"
-        wait_until(first + 9.5)
-        servers[0].kill()  # at slot 10, 12.5 s after it created the schedule: only it was told at once
-        wait_until(first + 19.5)
-        servers[0].start()  # at slot 20
+        wait_until(first + 5.5)
+        servers[0].kill()  # at slot 6, 8.5 s after it created the schedule: only it was told at once
+        wait_until(first + 12.5)
+        servers[0].start()  # at slot 13
         wait_until(first + SLOTS + 3)
         history = servers[2].rpc("schedule.history", id="every_second", limit=200)["firings"]
         if kind == "temporal":  # the servers made it a Temporal Schedule, whose ticks came every second
@@ -108,53 +108,3 @@ async def describe_schedule(address: str, schedule_id: str) -> Any:
 
     client = await Client.connect(address)
     return await client.get_schedule_handle(schedule_id).describe()
-
-
-@pytest.mark.slow
-def test_catch_up_after_every_server_was_down(tmp_path: Path) -> None:
-    """12 one-second slots; the only server is SIGKILLed after the first 2 and back after the last: the 10
-    slots missed become what each schedule's catch-up policy says."""
-    marks = tmp_path / "marks.txt"
-    marks.touch()
-    folder = tmp_path / "blueprints"
-    folder.mkdir()
-    (folder / "tick.json").write_text(json.dumps({"name": "tick", "nodes": [
-        {"id": "mark", "type": "tool", "tool_name": "mark",
-         "tool_args": {"label": "{{ trigger.schedule_id }}@{{ trigger.slot }}"}}]}))
-    workspace = tmp_path / "server"
-    workspace.mkdir()
-    server = ServerProcess(workspace, "--data-dir", str(tmp_path / "data"), "--tools", "durable_tools",
-                           "--blueprints", str(folder), env={"ICE_TEST_MARKS": str(marks)})
-    policies = {"latest": {"catchup": {"mode": "latest"}}, "none": {"catchup": {"mode": "none"}},
-                "all": {"catchup": {"mode": "all", "max_runs": 5}, "overlap": "allow_all"}}
-    try:
-        server.start()
-        first = math.ceil(time.time()) + 3.0
-        spec = {"every_seconds": 1, "start_at": datetime.fromtimestamp(first, UTC).isoformat(),
-                "end_at": datetime.fromtimestamp(first + 11, UTC).isoformat()}
-        for name, policy in policies.items():
-            server.rpc("schedule.create", workflow="tick", id=name, spec=spec, policy=policy)
-        wait_until(first + 1.5)
-        server.kill()  # after slots 1 and 2: nothing runs slots 3..12
-        wait_until(first + 13)
-        server.start()
-        wait_until(time.time() + 3)
-        history = {name: server.rpc("schedule.history", id=name, limit=50)["firings"] for name in policies}
-    finally:
-        server.stop()
-
-    def slot(n: int) -> str:
-        return datetime.fromtimestamp(first + n - 1, UTC).isoformat().replace("+00:00", "Z")
-
-    def outcomes(name: str) -> list[tuple[str, str, int]]:
-        return sorted((f["slot"], f["outcome"], f["count"]) for f in history[name])
-
-    on_time = [(slot(1), "started", 1), (slot(2), "started", 1)]
-    assert outcomes("latest") == [*on_time, (slot(11), "missed", 9), (slot(12), "started", 1)]
-    assert outcomes("none") == [*on_time, (slot(12), "missed", 10)]
-    assert outcomes("all") == sorted([*on_time, (slot(7), "missed", 5),
-                                      *((slot(n), "started", 1) for n in range(8, 13))])
-    ran = Counter(line.split()[0] for line in marks.read_text().splitlines())
-    assert sum(count for label, count in ran.items() if label.startswith("latest@")) == 3
-    assert sum(count for label, count in ran.items() if label.startswith("none@")) == 2
-    assert sum(count for label, count in ran.items() if label.startswith("all@")) == 7
