@@ -5,9 +5,6 @@ has the rest of their life: validation, drawing, the read-only gate)."""
 from __future__ import annotations
 
 import asyncio
-import importlib
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from core.toy_blueprint import TOY, import_toy
 from temporal_cluster import Cluster, make_settings
 from temporalio.api.enums.v1 import EventType
 
@@ -24,35 +22,6 @@ from ice_mcp.engines.temporal.planning import dispatch, plans_for
 from ice_mcp.engines.temporal.wire import NODE_ACTIVITY
 from ice_mcp.engines.temporal.worker import run_worker
 from ice_mcp.nodes import builtin_node_types
-
-SOURCE = Path(__file__).resolve().parents[1] / "core" / "toy_node_module.py"
-TOY = {
-    "name": "toy",
-    "inputs": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
-    "outputs": {"top": "{{ s.text }}", "each": "{{ each.results }}", "rounds": "{{ t.results }}"},
-    "nodes": [
-        {"id": "s", "type": "shout", "text": "{{ inputs.word }}", "times": 2},
-        {"id": "each", "type": "loop", "items": ["a", "b"], "body": [
-            {"id": "inner", "type": "shout", "text": "{{ item }}{{ index }}", "voice": "soft"}]},
-        {"id": "t", "type": "twice", "body": [
-            {"id": "r", "type": "shout", "text": "round {{ round }} of {{ s.text }}"},
-            {"id": "tail", "type": "tool", "tool_name": "render_template",
-             "tool_args": {"template": "{{ r.text }}"}}]},
-    ],
-}
-
-
-def import_toy(root: Path) -> ModuleType:
-    """The toy module, copied into a package of its own under `root` and imported from there."""
-    package = f"toy_nodes_{uuid.uuid4().hex[:8]}"
-    (root / package).mkdir()
-    (root / package / "__init__.py").write_text('"""Node types of someone else\'s."""\n')
-    shutil.copy(SOURCE, root / package / "nodes.py")
-    sys.path.insert(0, str(root))
-    try:
-        return importlib.import_module(f"{package}.nodes")
-    finally:
-        sys.path.remove(str(root))
 
 
 @pytest.fixture
