@@ -15,8 +15,7 @@ from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 
 def build_orchestrator(settings: Settings, *, tools: Iterable[str] = (), store_only: bool = False) -> Orchestrator:
-    """The orchestrator a command, a server, a worker or the run view runs with, built from its settings: the one
-    way they build it (`Orchestrator(...)` stays the public constructor).
+    """The orchestrator a command, a server, a worker or the run view runs with, built from its settings.
 
     `tools`: the `--tools` modules (and ICE_MCP_TOOLS), imported; the tools their `@tool` collected go into this
     orchestrator's own registry, a copy of the default one. `store_only`: the run store read directly (`runs list`,
