@@ -444,10 +444,13 @@ async function workflowsView(signal) {
   let data;
   try { data = await api('/ui/api/workflows'); } catch (error) { add(main, errorBox(error)); return; }
   if (signal.aborted) return;
-  const list = h('div', { class: 'cards' }, data.workflows.map((w) => h('a', { class: 'card', href: `#/workflows/${encodeURIComponent(w.name)}`, dataset: { workflow: w.name } },
-    h('h2', {}, w.name, w.version ? h('span', { class: 'muted' }, ` v${w.version}`) : null),
-    h('p', {}, w.description || h('span', { class: 'muted' }, 'no description')),
-    h('p', { class: 'muted' }, `${w.nodes} node${w.nodes === 1 ? '' : 's'}`))));
+  const list = h('div', { class: 'cards' }, data.workflows.map((w) => h('div', { class: 'card-slot' },
+    h('a', { class: 'card', href: `#/workflows/${encodeURIComponent(w.name)}`, dataset: { workflow: w.name } },
+      h('h2', {}, w.name, w.version ? h('span', { class: 'muted' }, ` v${w.version}`) : null),
+      h('p', {}, w.description || h('span', { class: 'muted' }, 'no description')),
+      h('p', { class: 'muted' }, `${w.nodes} node${w.nodes === 1 ? '' : 's'}`)),
+    h('a', { class: 'edit-link', href: `/ui/editor/${encodeURIComponent(w.name)}`, dataset: { edit: w.name } }, 'Edit'))),
+  h('a', { class: 'card new-card', href: '/ui/editor' }, h('h2', {}, 'New workflow'), h('p', { class: 'muted' }, 'draw one in the editor')));
   add(main.firstChild, data.workflows.length ? list : h('p', { class: 'muted' }, 'No workflows registered.'));
 }
 
@@ -518,7 +521,8 @@ async function workflowView(name, signal) {
   const pane = h('div', { class: 'graph-pane diagram' });
   fill(main, h('section', { class: 'workflow' },
     h('a', { href: '#/workflows', class: 'back' }, '← Workflows'),
-    h('h1', {}, data.name, data.version ? h('span', { class: 'muted' }, ` v${data.version}`) : null),
+    h('h1', {}, data.name, data.version ? h('span', { class: 'muted' }, ` v${data.version}`) : null,
+      ' ', h('a', { class: 'edit-link', href: `/ui/editor/${encodeURIComponent(data.name)}`, dataset: { edit: data.name } }, 'Edit')),
     h('p', {}, data.description || h('span', { class: 'muted' }, 'no description')),
     h('div', { class: 'workflow-body' },
       h('form', { class: 'start-form', onsubmit: async (event) => {

@@ -115,11 +115,17 @@ function el(tag, cls, text) {
 }
 
 export class DagView {
-  // graph: {nodes: [...]} from the server; options.onSelect(fullId, node) on a click.
+  // graph: {nodes: [...]} from the server; options.onSelect(fullId, node) on a click. The blueprint editor
+  // (editor.js) draws with the same class: options.layout replaces `layered` (same arguments and answer),
+  // options.allOpen shows every container's inside, options.decorate(box, fullId, node) adds to each node drawn.
   constructor(host, graph, options = {}) {
     this.host = host;
     this.graph = graph;
     this.onSelect = options.onSelect || (() => {});
+    this.layoutFn = options.layout || layered;
+    this.allOpen = Boolean(options.allOpen);
+    this.decorate = options.decorate || null;
+    this.drawnEdges = [];           // {from, to, label, path, x, y}: each edge drawn now, its end at (x, y)
     this.states = new Map();       // full node id -> state
     this.iterations = new Map();   // full container id -> highest iteration started
     this.firstFailed = new Map();  // full container id -> first iteration with a failure
@@ -158,12 +164,12 @@ export class DagView {
     const inner = new Map();
     const size = (i) => {
       const node = nodes[i], full = prefix + node.id;
-      if (!node.scopes || !this.open.has(full)) return { w: NODE_W, h: NODE_H };
+      if (!node.scopes || !this.isOpen(full)) return { w: NODE_W, h: NODE_H };
       const content = this.layoutContent(node, full);
       inner.set(i, content);
       return { w: Math.max(NODE_W, content.w), h: NODE_H + content.h };
     };
-    return { nodes, prefix, inner, ...layered(nodes, size) };
+    return { nodes, prefix, inner, ...this.layoutFn(nodes, size) };
   }
 
   layoutContent(node, full) {
@@ -185,6 +191,7 @@ export class DagView {
     this.els.clear();
     this.selects.clear();
     this.clocks.clear();
+    this.drawnEdges = [];
     this.canvas.replaceChildren();
     this.layout = this.layoutNodes(this.graph.nodes || [], '');
     this.width = this.layout.width + 2 * PAD;
@@ -222,6 +229,7 @@ export class DagView {
       path.setAttribute('marker-end', 'url(#arrow)');
       if (edge.label) path.setAttribute('class', `gate gate-${edge.label}`);
       svg.append(path);
+      this.drawnEdges.push({ from: prefix + nodes[edge.from].id, to: prefix + nodes[edge.to].id, label: edge.label, path, x: x2, y: y2 });
       if (edge.label) {
         const text = document.createElementNS(SVG, 'text');
         text.setAttribute('x', (x1 + x2) / 2 + 4);
@@ -250,7 +258,7 @@ export class DagView {
       this.clocks.set(full, clock);
       this.showClock(full, Date.now() / 1000);
       head.addEventListener('click', (event) => { event.stopPropagation(); this.select(full, node); });
-      if (node.scopes) {
+      if (node.scopes && !this.allOpen) {
         const open = this.open.has(full);
         const toggle = el('button', 'toggle', open ? '−' : '+');
         toggle.type = 'button';
@@ -261,6 +269,7 @@ export class DagView {
         count.dataset.iterations = full;
         box.append(toggle, count);
       }
+      if (this.decorate) this.decorate(box, full, node);
       layer.append(box);
       this.els.set(full, box);
       const content = layout.inner.get(i);
@@ -313,6 +322,10 @@ export class DagView {
   }
 
   // -- interaction ------------------------------------------------------------------------
+
+  isOpen(full) {
+    return this.allOpen || this.open.has(full);
+  }
 
   toggle(full) {
     if (this.open.has(full)) this.open.delete(full); else this.open.add(full);
@@ -468,7 +481,7 @@ export class DagView {
       this.zoom(Math.exp(-event.deltaY * 0.0015), event.clientX - rect.left, event.clientY - rect.top);
     }, { passive: false });
     this.viewport.addEventListener('pointerdown', (event) => {
-      if (event.target.closest('.node-head, button, select')) return;
+      if (event.target.closest('.node-head, button, select, .no-pan')) return;
       drag = { x: event.clientX - this.tx, y: event.clientY - this.ty };
       this.viewport.setPointerCapture(event.pointerId);
       this.viewport.classList.add('dragging');

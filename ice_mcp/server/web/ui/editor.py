@@ -1,0 +1,148 @@
+"""The blueprint editor's routes (/ui/editor and /ui/api/editor/*): they translate to the orchestrator and the blueprint
+round-trip (parse, apply an edit to the text, validate, save, versions), doing no blueprint work of their own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ice_mcp.blueprint.models import Blueprint, NodeBase
+from ice_mcp.errors import IceError
+
+STATIC = Path(__file__).parent / "static"
+# The editor's page and what it loads; dag.js and dom.js are the run view's own, shared.
+ASSETS = {"editor.js": "text/javascript", "editor-canvas.js": "text/javascript", "editor-model.js": "text/javascript",
+          "schema-form.js": "text/javascript", "layout.js": "text/javascript", "dagre.esm.js": "text/javascript",
+          "dag.js": "text/javascript", "dom.js": "text/javascript", "app.css": "text/css", "editor.css": "text/css",
+          "dagre.LICENSE.txt": "text/plain"}
+MAX_TEXT = 1024 * 1024
+BLANK = 'schema_version: "1"\nname: new_workflow\ndescription: ""\nnodes: []\n'
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+Route = tuple[str, Endpoint, str]
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS), status_code=status,
+                    media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+def _pruned(schema: dict[str, Any], drop: set[str]) -> dict[str, Any]:
+    """A model's JSON Schema without the `drop` properties and the definitions only they used (a container's
+    sub-graph fields hold every node model: the form edits them on the canvas, not as fields)."""
+    schema = {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k not in drop}}
+    if "required" in schema:
+        schema["required"] = [k for k in schema["required"] if k not in drop]
+    defs = schema.pop("$defs", {})
+    kept: dict[str, Any] = {}
+    todo = [schema]
+    while todo:
+        text = orjson.dumps(todo.pop()).decode()
+        for name in defs:
+            if name not in kept and f'"#/$defs/{name}"' in text:
+                kept[name] = defs[name]
+                todo.append(defs[name])
+    if kept:
+        schema["$defs"] = kept
+    return schema
+
+
+def node_type_info(model: type[NodeBase]) -> dict[str, Any]:
+    """What the editor needs of a node type: its form's schema, its sub-graph fields, its drawing's label fields."""
+    subgraphs = []
+    for field in model.subgraph_fields:
+        annotation = repr(model.model_fields[field].annotation)
+        subgraphs.append({"field": field, "nested": annotation.count("list[") > 1})
+    schema = _pruned(model.model_json_schema(by_alias=True), set(model.subgraph_fields))
+    return {"schema": schema, "subgraphs": subgraphs, "label": list(model.drawing.label),
+            "container": model.drawing.inside is not None,
+            "multiline": [*model.template_fields, *model.expression_fields, "code", "description"]}
+
+
+def catalogue(orc: Any) -> dict[str, Any]:
+    """The node types (from the orchestrator's own set, custom ones too), the live tool catalogue with input
+    schemas, the workflow's own fields, and the registered workflows' names."""
+    types = {name: node_type_info(model) for name, model in orc.node_models.models.items()}
+    tools = [{"name": name, "description": entry.description or "", "input_schema": entry.input_schema}
+             for name, entry in sorted(orc.registry.tools.items())]
+    workflow = _pruned(Blueprint.model_json_schema(by_alias=True), {"nodes"})
+    return {"node_types": types, "tools": tools, "workflow_schema": workflow,
+            "workflows": sorted(orc.registry.workflows)}
+
+
+def issues_of(report: Any) -> dict[str, Any]:
+    """A validation report as the editor pins it: every issue with its node and field path."""
+    def one(issue: Any, severity: str) -> dict[str, Any]:
+        data = issue.model_dump(mode="json", exclude_none=True)
+        data["severity"] = severity
+        data.setdefault("node", data.get("node_id"))
+        data.setdefault("path", data.get("field"))
+        return data
+
+    return {"ok": report.ok, "issues": [*(one(i, "error") for i in report.errors),
+                                         *(one(i, "warning") for i in report.warnings)]}
+
+
+def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_admin: Callable[[Request], bool],
+               headers: dict[str, str]) -> list[Route]:
+    """The editor's page, assets and API, as (path, handler, method) for routes.py's guarded list. `refused(status,
+    code, message)` makes the error the guard answers with; writes need `is_admin`."""
+    page = (STATIC / "editor.html").read_bytes()
+    assets = {name: (STATIC / name).read_bytes() for name in ASSETS}
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        if len(raw) > 2 * MAX_TEXT:
+            raise refused(413, "too_large", "the request body is too large")
+        try:
+            data = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError:
+            raise refused(400, "invalid_json", "the request body is not JSON") from None
+        if not isinstance(data, dict):
+            raise refused(400, "invalid_json", "the request body must be a JSON object")
+        return data
+
+    def text_of(data: dict[str, Any]) -> str:
+        text = data.get("text")
+        if not isinstance(text, str):
+            raise refused(400, "invalid_text", "text must be the blueprint's text")
+        return text
+
+    def need_admin(request: Request, what: str) -> None:
+        if not is_admin(request):
+            raise refused(403, "forbidden", f"{what} is refused: it needs the admin token (or the ice:run scope)")
+
+    async def editor_page(request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8", headers=headers)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in assets:
+            raise refused(404, "not_found", "no such asset")
+        return Response(assets[name], media_type=f"{ASSETS[name]}; charset=utf-8", headers=headers)
+
+    async def catalogue_route(request: Request) -> Response:
+        return _json(await asyncio.to_thread(catalogue, orc))
+
+    async def validate(request: Request) -> Response:
+        data = await body_of(request)
+        source = data.get("blueprint") if "blueprint" in data else text_of(data)
+        return _json(await asyncio.to_thread(lambda: issues_of(orc.validate(source))))
+
+    return [
+        ("/ui/editor", editor_page, "GET"),
+        ("/ui/editor/", editor_page, "GET"),
+        ("/ui/editor/static/{name}", asset, "GET"),
+        ("/ui/editor/{name}", editor_page, "GET"),
+        ("/ui/api/editor/catalogue", catalogue_route, "GET"),
+        ("/ui/api/editor/validate", validate, "POST"),
+    ]
+
+
+__all__ = ["ASSETS", "BLANK", "IceError", "catalogue", "editor_api", "issues_of", "node_type_info"]

@@ -1,0 +1,44 @@
+// The editor's automatic layout: one scope's nodes placed by dagre (vendored, dagre.esm.js), answered in the shape
+// dag.js's own `layered` answers, so DagView draws an edited blueprint exactly as it draws a run.
+import { graphlib, layout } from './dagre.esm.js';
+
+const GAP_X = 28, GAP_Y = 46;
+
+// nodes: [{id, deps, gates}]; size(i) -> {w, h}. Returns {x, y, w, h, edges, width, height} (top-left corners).
+export function dagreLayered(nodes, size) {
+  const n = nodes.length;
+  const index = new Map(nodes.map((node, i) => [node.id, i]));
+  const graph = new graphlib.Graph();
+  graph.setGraph({ rankdir: 'TB', nodesep: GAP_X, ranksep: GAP_Y, marginx: 0, marginy: 0 });
+  graph.setDefaultEdgeLabel(() => ({}));
+  const w = [], h = [];
+  for (let i = 0; i < n; i++) {
+    const s = size(i);
+    w[i] = s.w; h[i] = s.h;
+    graph.setNode(String(i), { width: s.w, height: s.h });
+  }
+  const edges = [];
+  nodes.forEach((node, v) => {
+    const gates = new Map((node.gates || []).map(([cond, branch]) => [cond, branch ? 'true' : 'false']));
+    for (const dep of new Set(node.deps || [])) {
+      if (!index.has(dep) || dep === node.id) continue;
+      const p = index.get(dep);
+      graph.setEdge(String(p), String(v));
+      edges.push({ from: p, to: v, label: gates.get(dep) || '' });
+    }
+  });
+  layout(graph);
+  const x = new Float64Array(n), y = new Float64Array(n);
+  let left = Infinity, top = Infinity;
+  for (let i = 0; i < n; i++) {
+    const placed = graph.node(String(i));
+    x[i] = placed.x - w[i] / 2; y[i] = placed.y - h[i] / 2;
+    left = Math.min(left, x[i]); top = Math.min(top, y[i]);
+  }
+  let width = 0, height = 0;
+  for (let i = 0; i < n; i++) {
+    x[i] -= left; y[i] -= top;
+    width = Math.max(width, x[i] + w[i]); height = Math.max(height, y[i] + h[i]);
+  }
+  return { x, y, w, h, edges, width, height };
+}

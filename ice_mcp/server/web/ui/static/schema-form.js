@@ -1,0 +1,128 @@
+// A form generated from a JSON Schema (a node type's model, the workflow's own fields, a tool's input schema): one
+// field per property, each change handed back as (path, value) with undefined for "leave it out", so a field never
+// touched never changes in the blueprint's text. Each field carries data-path, where validation pins its issues.
+import { h } from './dom.js';
+
+const deref = (schema, root) => {
+  let s = schema || {};
+  for (let hops = 0; s.$ref && hops < 10; hops++) s = (root.$defs || {})[s.$ref.split('/').pop()] || {};
+  if (Array.isArray(s.allOf) && s.allOf.length === 1) s = { ...deref(s.allOf[0], root), ...s, allOf: undefined };
+  return s;
+};
+
+// {kind, schema, nullable}: the control a property gets.
+function kindOf(schema, root) {
+  let s = deref(schema, root), nullable = false;
+  if (Array.isArray(s.anyOf)) {
+    const options = s.anyOf.map((o) => deref(o, root)).filter((o) => o.type !== 'null');
+    nullable = options.length < s.anyOf.length;
+    if (options.length !== 1) return { kind: 'json', schema: s, nullable };
+    s = { ...options[0], default: s.default, description: s.description || options[0].description };
+  }
+  const type = Array.isArray(s.type) ? s.type.find((t) => t !== 'null') : s.type;
+  if (s.const !== undefined) return { kind: 'const', schema: s };
+  if (Array.isArray(s.enum)) return { kind: 'enum', schema: s, nullable };
+  if (type === 'boolean') return { kind: 'boolean', schema: s };
+  if (type === 'integer' || type === 'number') return { kind: 'number', schema: s, type };
+  if (type === 'string') return { kind: 'string', schema: s };
+  if (type === 'array' && deref(s.items, root).type === 'string') return { kind: 'strings', schema: s };
+  if (type === 'object' && s.properties && s.additionalProperties !== true) return { kind: 'object', schema: s };
+  return { kind: 'json', schema: s };
+}
+
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+const shown = (value) => (value === undefined || value === null ? '' : typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+
+// A value typed where JSON or a template may stand: JSON when it parses, else the text as it is.
+export function looseValue(text) {
+  if (!text.trim()) return undefined;
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+function control(name, path, prop, value, { root, required, multiline, onChange, choices }) {
+  const { kind, schema, type } = kindOf(prop, root);
+  const id = `field-${path.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  const emit = (next) => onChange(path, next === undefined || (!required && same(next, schema.default) && value === undefined) ? undefined : next);
+  if (kind === 'const') return null;
+  if (kind === 'object') {
+    const inner = { ...(value && typeof value === 'object' ? value : {}) };
+    const sub = fields(schema, inner, {
+      root, prefix: `${path}.`, multiline, choices,
+      onChange: (subPath, subValue) => {
+        const key = subPath.slice(path.length + 1);
+        if (subValue === undefined) delete inner[key]; else inner[key] = subValue;
+        onChange(path, Object.keys(inner).length ? { ...inner } : undefined);
+      },
+    });
+    return h('fieldset', { class: 'field group', dataset: { path } }, h('legend', {}, name), sub);
+  }
+  let input;
+  if (choices && choices[path]) {
+    const options = [...new Set([...(value ? [value] : []), ...choices[path]])];
+    input = h('select', { id }, required ? null : h('option', { value: '' }, '—'), options.map((o) => h('option', { value: o, selected: o === value }, o)));
+    input.addEventListener('change', () => emit(input.value || undefined));
+  } else if (kind === 'enum') {
+    input = h('select', { id }, h('option', { value: '' }, schema.default !== undefined ? `— (${schema.default})` : '—'),
+      schema.enum.map((o, i) => h('option', { value: String(i), selected: same(o, value) }, String(o))));
+    input.addEventListener('change', () => emit(input.value === '' ? undefined : schema.enum[Number(input.value)]));
+  } else if (kind === 'boolean') {
+    input = h('input', { id, type: 'checkbox', checked: value === undefined ? schema.default === true : Boolean(value) });
+    input.addEventListener('change', () => emit(input.checked));
+  } else if (kind === 'number') {
+    input = h('input', { id, type: 'number', step: type === 'integer' ? '1' : 'any', value: value ?? null, placeholder: schema.default ?? '' });
+    input.addEventListener('change', () => emit(input.value === '' ? undefined : Number(input.value)));
+  } else if (kind === 'string') {
+    const long = multiline.has(name) || (typeof value === 'string' && (value.length > 60 || value.includes('\n')));
+    input = long ? h('textarea', { id, rows: '3' }, value ?? '') : h('input', { id, type: 'text', value: value ?? null, placeholder: schema.default ?? '' });
+    input.addEventListener('change', () => emit(input.value === '' && !required ? undefined : input.value));
+  } else if (kind === 'strings') {
+    const list = Array.isArray(value) ? value : typeof value === 'string' ? [value] : [];
+    input = h('input', { id, type: 'text', value: list.join(', '), placeholder: 'comma-separated' });
+    input.addEventListener('change', () => {
+      const items = input.value.split(',').map((s) => s.trim()).filter(Boolean);
+      emit(items.length ? items : undefined);
+    });
+  } else {
+    input = h('textarea', { id, rows: '3', class: 'json', placeholder: 'JSON (or a template)' }, shown(value));
+    input.addEventListener('change', () => emit(looseValue(input.value)));
+  }
+  return h('label', { class: 'field', for: id, dataset: { path } },
+    h('span', { class: 'field-name' }, name, required ? h('span', { class: 'required', title: 'required' }, ' *') : null),
+    input, schema.description ? h('span', { class: 'muted hint' }, schema.description) : null,
+    h('span', { class: 'field-issue', role: 'alert' }));
+}
+
+// The fields of an object schema over `value`. options: {root, prefix, skip: Set, multiline: Set, onChange(path, v),
+// choices: {path: [names]}, extra: show value's keys the schema does not name (so an unknown one can be pinned)}.
+export function fields(schema, value, options) {
+  const root = options.root || schema;
+  const props = deref(schema, root).properties || {};
+  const required = new Set(deref(schema, root).required || []);
+  const keys = Object.keys(props).filter((k) => !(options.skip && options.skip.has(k)));
+  if (options.extra) for (const k of Object.keys(value || {})) if (!props[k] && !keys.includes(k)) keys.push(k);
+  return keys.map((key) => control(key, `${options.prefix || ''}${key}`, props[key] || {}, (value || {})[key], {
+    root, required: required.has(key), multiline: options.multiline || new Set(), onChange: options.onChange, choices: options.choices,
+  })).filter(Boolean);
+}
+
+// Issues pinned to their fields: the field whose data-path is the issue's path, else its nearest enclosing one.
+export function pinIssues(form, issues) {
+  for (const field of form.querySelectorAll('[data-path]')) {
+    field.classList.remove('invalid');
+    const slot = field.querySelector(':scope > .field-issue');
+    if (slot) slot.textContent = '';
+  }
+  const unplaced = [];
+  for (const issue of issues) {
+    let path = issue.path || '', target = null;
+    while (path && !target) {
+      target = form.querySelector(`[data-path="${CSS.escape(path)}"]`);
+      path = path.includes('.') ? path.slice(0, path.lastIndexOf('.')) : '';
+    }
+    if (!target) { unplaced.push(issue); continue; }
+    target.classList.add('invalid');
+    const slot = target.querySelector(':scope > .field-issue');
+    if (slot) slot.textContent = slot.textContent ? `${slot.textContent}\n${issue.message}` : issue.message;
+  }
+  return unplaced;
+}
