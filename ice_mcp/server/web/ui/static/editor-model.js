@@ -145,7 +145,8 @@ function dropRefs(list, id) {
     for (const field of ['dependencies', 'true_path', 'false_path']) {
       if (node[field] === undefined) continue;
       const kept = asList(node[field]).filter((d) => d !== id);
-      if (kept.length !== asList(node[field]).length) node[field] = kept;
+      if (kept.length === asList(node[field]).length) continue;
+      if (kept.length) node[field] = kept; else delete node[field];
     }
   }
 }

@@ -60,12 +60,17 @@ function edit(change) {
 
 function later(key, ms, task) {
   clearTimeout(state.timers[key]);
+  document.body.dataset.busy = 'yes';
   state.timers[key] = setTimeout(() => { delete state.timers[key]; queue(task); }, ms);
 }
 
+// The server's answers come in the order asked; body[data-busy] says whether any is still to come (tests wait on it).
 function queue(task) {
-  state.pending = state.pending.then(task).catch((error) => say(error.message, 'error'));
-  return state.pending;
+  document.body.dataset.busy = 'yes';
+  const mine = state.pending = state.pending.then(task).catch((error) => say(error.message, 'error')).then(() => {
+    if (state.pending === mine && !Object.keys(state.timers).length) document.body.dataset.busy = 'no';
+  });
+  return mine;
 }
 
 // Everything typed or drawn so far reaches the server (before a save, a run, a diff).
@@ -405,7 +410,14 @@ async function open(name) {
   redraw();
   canvas.fit();
   showIssues(data);
+  rights();
+}
+
+// What this session may do: save and roll back (admin), start runs (can_start); a viewer sees and edits unsaved.
+function rights() {
   const canSave = state.session.admin;
+  $('who').textContent = canSave ? 'admin' : 'viewer · read-only';
+  $('token-button').hidden = !(state.session.admin_configured || state.session.token_configured);
   $('save').disabled = !canSave;
   $('save').title = canSave ? 'save as a new version (Ctrl+S)' : (state.session.role_note || 'saving needs the admin token');
   $('run').disabled = !state.session.can_start || !state.version;
@@ -426,8 +438,6 @@ let canvas;
 async function main() {
   state.session = await api('/ui/api/session').catch(() => ({ admin: false }));
   state.catalogue = await api('/ui/api/editor/catalogue');
-  $('who').textContent = state.session.admin ? 'admin' : 'viewer · read-only';
-  $('token-button').hidden = !(state.session.admin_configured || state.session.token_configured);
   canvas = new EditorCanvas($('canvas'), types(), canvasHandlers);
   ui.canvas = canvas;
   fill($('add-type'), Object.keys(types()).map((t) => h('option', { value: t }, t)));
@@ -443,6 +453,8 @@ async function main() {
   window.addEventListener('beforeunload', (event) => { if (dirty()) { event.preventDefault(); event.returnValue = ''; } });
   try { await open(state.name); } catch (error) { say(error.message, 'error'); return; }
   ui.ready = true;
+  document.body.dataset.ready = 'yes';
+  document.body.dataset.busy = 'no';
   watchHead();
 }
 
@@ -453,6 +465,8 @@ dialog.addEventListener('close', () => {
   if (dialog.returnValue === 'save' && input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
   if (dialog.returnValue === 'forget') sessionStorage.removeItem(TOKEN_KEY);
   input.value = '';
-  if (dialog.returnValue === 'save' || dialog.returnValue === 'forget') location.reload();
+  if (dialog.returnValue === 'save' || dialog.returnValue === 'forget') {
+    api('/ui/api/session').catch(() => ({ admin: false })).then((session) => { state.session = session; rights(); });
+  }
 });
 main();

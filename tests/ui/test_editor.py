@@ -1,0 +1,360 @@
+"""The blueprint editor (/ui/editor) in a real headless Chromium against a real server: open, add, delete, connect,
+reconnect, edit in the form, validation pinned, the text pane both ways, save, versions, diff, rollback, run,
+keyboard, two editors, undo/redo, and every bundled blueprint saved unchanged byte for byte."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from conftest import server_env, use_token
+from live import live_server
+from mcp_helpers import ADMIN
+
+from blueprints import write_blueprints
+from ice_mcp.bundled import bundled_dir
+
+pytestmark = pytest.mark.live
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture(scope="module")
+def server(workspace: Path) -> Iterator[str]:
+    """The bundled templates beside the browser tests' workflows and tools."""
+    folder = write_blueprints(workspace / "ui_blueprints")
+    with live_server(workspace, "--templates", "--blueprints", str(folder), "--tools", "ui_tools",
+                     env=server_env()) as url:
+        yield url
+
+
+async def open_editor(page: Any, url: str, name: str = "", *, admin: bool = True) -> None:
+    """The editor on `name` (a new workflow when empty), after typing the admin token as a user does."""
+    if admin:
+        await page.goto(f"{url}/ui/editor")
+        await page.wait_for_selector("body[data-ready]")
+        await use_token(page, ADMIN)
+    await page.goto(f"{url}/ui/editor/{name}")
+    await page.wait_for_selector("body[data-ready]")
+    await settled(page)
+
+
+async def settled(page: Any) -> None:
+    """Every edit so far has reached the server and its answer is drawn."""
+    await page.wait_for_selector('body[data-busy="no"]')
+
+
+async def text(page: Any) -> str:
+    return str(await page.input_value("#editor-text"))
+
+
+async def data(page: Any) -> dict[str, Any]:
+    """The text pane's blueprint, as the engine reads it."""
+    from ice_mcp.operations.documents import parse_document
+
+    return parse_document(await text(page))
+
+
+def node(blueprint: dict[str, Any], node_id: str) -> dict[str, Any]:
+    return next(n for n in blueprint["nodes"] if n["id"] == node_id)
+
+
+async def centre(page: Any, selector: str) -> tuple[float, float]:
+    box = await page.locator(selector).first.bounding_box()
+    assert box is not None, selector
+    return box["x"] + box["width"] / 2, box["y"] + min(box["height"], 46) / 2
+
+
+async def drag(page: Any, source: str, target: str) -> None:
+    """A mouse drag from one element to another, in steps, as a hand does it."""
+    await page.locator(source).first.hover()
+    x0, y0 = await centre(page, source)
+    x1, y1 = await centre(page, target)
+    await page.mouse.move(x0, y0)
+    await page.mouse.down()
+    await page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=4)
+    await page.mouse.move(x1, y1, steps=4)
+    await page.mouse.up()
+    await settled(page)
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    import difflib
+
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def stored_text(url: str, name: str, version: int) -> str:
+    with httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+        answer = client.get(f"/ui/api/editor/workflows/{name}", params={"version": version})
+        answer.raise_for_status()
+        return str(answer.json()["text"])
+
+
+# -- opening and drawing --------------------------------------------------------------------------------------
+
+
+async def test_edit_link_opens_the_editor_with_the_graph_and_the_text(page: Any, server: str) -> None:
+    await page.goto(f"{server}/ui#/workflows")
+    await page.click('[data-edit="research_fanout"]')
+    await page.wait_for_selector("body[data-ready]")
+    assert page.url.endswith("/ui/editor/research_fanout")
+    await settled(page)
+    # The loop is drawn as a container with its body inside it, laid out by dagre below... and the join after it.
+    loop = await page.locator('.node.container[data-node="fan_out"]').bounding_box()
+    inner = await page.locator('[data-node="fan_out[0].answer"]').bounding_box()
+    after = await page.locator('[data-node="join"]').bounding_box()
+    assert loop["x"] <= inner["x"] and inner["y"] + inner["height"] <= loop["y"] + loop["height"]
+    assert after["y"] >= loop["y"] + loop["height"]
+    assert await text(page) == (bundled_dir("blueprints") / "research_fanout.json").read_text(encoding="utf-8")
+    assert await page.text_content("#validity") == "valid"
+    # A viewer without the token sees, and may not save.
+    assert await page.is_disabled("#save")
+
+
+# -- editing on the canvas --------------------------------------------------------------------------------------
+
+
+async def test_add_a_node_draws_it_writes_it_and_pins_what_it_lacks(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    before = await text(page)
+    await page.select_option("#add-type", "tool")
+    await page.click("#add-node")
+    await page.wait_for_selector('[data-node="tool_1"]')
+    await settled(page)
+    added = node(await data(page), "tool_1")
+    assert added == {"id": "tool_1", "type": "tool", "tool_name": ""}
+    assert all(line.startswith("+") for line in changed_lines(before, await text(page)))  # nothing else moved
+    await page.wait_for_selector('[data-node="tool_1"].has-issue')  # no tool named ''
+
+
+async def test_delete_removes_the_node_and_the_dependencies_on_it(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.click('[data-node="b"] .node-head')
+    await page.click("#delete-node")
+    await page.wait_for_selector('[data-node="b"]', state="detached")
+    await settled(page)
+    blueprint = await data(page)
+    assert [n["id"] for n in blueprint["nodes"]] == ["a", "c"]
+    assert "dependencies" not in node(blueprint, "c")  # c read b only: the dependency went with it
+
+
+async def test_drag_from_a_port_connects_two_nodes(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await drag(page, '[data-port="a"]', '[data-node="c"]')
+    assert node(await data(page), "c")["dependencies"] == ["b", "a"]
+    assert await page.locator('.edge-end[data-from="a"][data-to="c"]').count() == 1
+
+
+async def test_drag_an_edge_end_reconnects_it(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.select_option("#add-type", "tool")
+    await page.click("#add-node")
+    await page.wait_for_selector('[data-node="tool_1"]')
+    await settled(page)
+    await drag(page, '.edge-end[data-from="a"][data-to="b"]', '[data-node="tool_1"]')
+    blueprint = await data(page)
+    assert "dependencies" not in node(blueprint, "b")
+    assert node(blueprint, "tool_1")["dependencies"] == ["a"]
+
+
+async def test_the_form_edits_a_node_and_offers_the_live_tools(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.click('[data-node="a"] .node-head')
+    tools = await page.eval_on_selector_all("#field-tool_name option", "els => els.map(e => e.value)")
+    assert {"hold", "csv_reader", "greet"} <= set(tools)
+    await page.select_option("#field-tool_name", "greet")
+    await settled(page)
+    # The chosen tool's input schema gives the argument fields.
+    await page.wait_for_selector("#arg-name")
+    await page.fill("#arg-name", "{{ inputs.who }}")
+    await page.press("#arg-name", "Tab")
+    await page.fill("#field-description", "says hello")
+    await page.press("#field-description", "Tab")
+    await settled(page)
+    changed = node(await data(page), "a")
+    assert changed["tool_name"] == "greet" and changed["description"] == "says hello"
+    assert changed["tool_args"]["name"] == "{{ inputs.who }}"
+
+
+async def test_a_validation_error_is_pinned_to_the_node_and_the_field(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.click('[data-node="b"] .node-head')
+    await page.fill("#field-retries", "-3")
+    await page.press("#field-retries", "Tab")
+    await settled(page)
+    await page.wait_for_selector('[data-node="b"].has-issue .node-issue')
+    await page.wait_for_selector('.field.invalid[data-path="retries"]')
+    assert "greater than or equal to 0" in await page.text_content('[data-path="retries"] .field-issue')
+    assert await page.text_content("#validity") != "valid"
+    issue = page.locator('#issues li[data-node="b"]')
+    assert await issue.count() >= 1
+
+
+# -- the text pane ---------------------------------------------------------------------------------------------
+
+
+async def test_the_text_pane_follows_the_graph_and_the_graph_follows_the_text(page: Any, server: str) -> None:
+    await open_editor(page, server, "csv_report")
+    original = await text(page)
+    # Graph -> text: one field changed changes only its own line.
+    await page.click('[data-node="read"] .node-head')
+    await page.fill("#field-retries", "2")
+    await page.press("#field-retries", "Tab")
+    await settled(page)
+    changed = changed_lines(original, await text(page))
+    assert len([line for line in changed if line.startswith("+")]) <= 2 and '"retries": 2' in "".join(changed), changed
+    # Text -> graph: a node typed into the text is drawn.
+    blueprint = await data(page)
+    blueprint["nodes"].append({"id": "typed", "type": "tool", "tool_name": "hold", "dependencies": ["read"]})
+    await page.fill("#editor-text", json.dumps(blueprint, indent=2))
+    await page.wait_for_selector('[data-node="typed"]')
+    await settled(page)
+    assert await page.locator('.edge-end[data-from="read"][data-to="typed"]').count() == 1
+
+
+# -- saving and versions ----------------------------------------------------------------------------------------
+
+
+async def save(page: Any) -> None:
+    await page.click("#save")
+    await page.wait_for_selector('#editor-status[data-dirty="no"]')
+    await settled(page)
+
+
+async def test_save_makes_a_version_and_the_diff_and_rollback_work(page: Any, server: str) -> None:
+    await open_editor(page, server, "long")
+    first = await text(page)
+    await page.click('[data-node="wait"] .node-head')
+    await page.fill("#field-description", "waits")
+    await page.press("#field-description", "Tab")
+    await settled(page)
+    assert await page.get_attribute("#editor-status", "data-dirty") == "yes"
+    await save(page)
+    saved = await page.evaluate("window.__editor.state.version")
+    assert stored_text(server, "long", saved) == await text(page)
+    # Versions: the diff names the changed line.
+    await page.click("#show-versions")
+    await page.wait_for_selector(f'#versions li[data-version="{saved}"]')
+    await page.click("#show-diff")
+    await page.wait_for_selector("#diff .add")
+    assert "waits" in await page.text_content("#diff .add")
+    # Rollback to the version before: a new version holding the old text.
+    await page.click(f'#versions li[data-version="{saved - 1}"] .rollback')
+    await page.wait_for_selector(f'#versions li[data-version="{saved + 1}"]')
+    await settled(page)
+    assert await text(page) == first
+    assert stored_text(server, "long", saved + 1) == first
+
+
+async def test_two_editors_are_told_of_each_others_save(browser: Any, server: str) -> None:
+    pages = []
+    for _ in range(2):
+        context = await browser.new_context(viewport={"width": 1440, "height": 900})
+        pages.append(await context.new_page())
+    one, two = pages
+    await open_editor(one, server, "inner")
+    await open_editor(two, server, "inner")
+    await one.click('[data-node="hi"] .node-head')
+    await one.fill("#field-description", "from one")
+    await one.press("#field-description", "Tab")
+    await settled(one)
+    await save(one)
+    await two.wait_for_selector("#other-save", timeout=10_000)
+    # The second editor's own save, from the version it opened, is refused and says why.
+    await two.click('[data-node="hi"] .node-head')
+    await two.fill("#field-description", "from two")
+    await two.press("#field-description", "Tab")
+    await settled(two)
+    await two.click("#save")
+    await two.wait_for_selector("#load-theirs")
+    await two.wait_for_selector('#editor-note[data-kind="error"]')
+    assert await two.get_attribute("#editor-status", "data-dirty") == "yes"
+    for opened in pages:
+        await opened.context.close()
+
+
+async def test_run_from_the_editor_lands_in_the_run_view(page: Any, server: str) -> None:
+    await open_editor(page, server, "greeting")
+    await page.click("#run")
+    await page.fill("#field-name", "Ada")
+    await page.press("#field-name", "Tab")
+    await page.click("#run-start")
+    await page.wait_for_url("**/ui#/runs/*")
+    await page.wait_for_selector('#run-status [data-status="succeeded"]', timeout=10_000)
+
+
+# -- keyboard, undo ---------------------------------------------------------------------------------------------
+
+
+async def test_keyboard_tab_arrows_and_delete(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.focus("#fit")
+    for _ in range(20):  # Tab along the page until a node has the focus
+        await page.keyboard.press("Tab")
+        if await page.evaluate("document.activeElement.dataset.node || ''"):
+            break
+    assert await page.evaluate("document.activeElement.dataset.node") == "a"
+    await page.keyboard.press("ArrowDown")
+    assert await page.evaluate("document.activeElement.dataset.node") == "b"
+    assert await page.get_attribute('[data-node="b"]', "class") and "selected" in await page.get_attribute('[data-node="b"]', "class")
+    await page.keyboard.press("Delete")
+    await page.wait_for_selector('[data-node="b"]', state="detached")
+    await settled(page)
+    assert [n["id"] for n in (await data(page))["nodes"]] == ["a", "c"]
+
+
+async def test_undo_and_redo(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    original = await text(page)
+    await page.click('[data-node="c"] .node-head')
+    await page.keyboard.press("Delete")
+    await page.wait_for_selector('[data-node="c"]', state="detached")
+    await settled(page)
+    await page.keyboard.press("Control+z")
+    await page.wait_for_selector('[data-node="c"]')
+    await settled(page)
+    assert await text(page) == original
+    await page.keyboard.press("Control+Shift+z")
+    await page.wait_for_selector('[data-node="c"]', state="detached")
+    await settled(page)
+    assert "c" not in [n["id"] for n in (await data(page))["nodes"]]
+
+
+async def test_unsaved_changes_are_asked_about_before_leaving(page: Any, server: str) -> None:
+    await open_editor(page, server, "progress")
+    await page.click('[data-node="c"] .node-head')
+    await page.keyboard.press("Delete")
+    await settled(page)
+    async with page.expect_event("dialog") as asked:
+        await page.close(run_before_unload=True)
+    dialog = await asked.value
+    assert dialog.type == "beforeunload"
+    await dialog.dismiss()
+
+
+# -- byte for byte --------------------------------------------------------------------------------------------
+
+
+async def test_every_bundled_blueprint_saved_unchanged_is_stored_byte_for_byte(page: Any, server: str) -> None:
+    folder = bundled_dir("blueprints")
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".yaml", ".yml"))
+    assert files
+    for path in files:
+        await open_editor(page, server, path.stem, admin=path is files[0])
+        await save(page)
+        version = await page.evaluate("window.__editor.state.version")
+        assert stored_text(server, path.stem, version).encode() == path.read_bytes(), path.name
+
+
+async def test_screenshot_of_the_editor_for_the_readme(page: Any, server: str) -> None:
+    await open_editor(page, server, "sales_insights", admin=False)
+    await page.click('[data-node="insights"] .node-head')
+    await page.wait_for_selector("#side-form[data-node]")
+    DOCS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(DOCS / "editor.png"))
+    assert (DOCS / "editor.png").stat().st_size > 10_000
