@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ice_mcp.blueprint.models import Blueprint, NodeBase
+from ice_mcp.blueprint.roundtrip import apply_edit, parse_document
 from ice_mcp.errors import IceError
 
 STATIC = Path(__file__).parent / "static"
@@ -89,6 +90,28 @@ def issues_of(report: Any) -> dict[str, Any]:
                                          *(one(i, "warning") for i in report.warnings)]}
 
 
+def unreadable(exc: IceError) -> dict[str, Any]:
+    """Text that does not parse: no blueprint, one issue saying where (the parser's own words)."""
+    return {"ok": False, "blueprint": None, "issues": [{"code": exc.code, "message": exc.message, "severity": "error"}]}
+
+
+def checked_text(orc: Any, text: str) -> dict[str, Any]:
+    """The text read as the engine reads it, and what the server's validator says of it (blueprint_validate's check)."""
+    try:
+        document = parse_document(text)
+    except IceError as exc:
+        return unreadable(exc)
+    return {"blueprint": document.blueprint, **issues_of(orc.validate(document.blueprint))}
+
+
+def synced_text(orc: Any, text: str, blueprint: Any) -> dict[str, Any]:
+    """The new blueprint written into the old text (only the lines that differ change), and its issues."""
+    if not isinstance(blueprint, dict):
+        raise IceError("blueprint must be an object", code="invalid_blueprint")
+    new = apply_edit(text, blueprint)
+    return {"text": new, **issues_of(orc.validate(blueprint))}
+
+
 def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_admin: Callable[[Request], bool],
                headers: dict[str, str]) -> list[Route]:
     """The editor's page, assets and API, as (path, handler, method) for routes.py's guarded list. `refused(status,
@@ -130,10 +153,17 @@ def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_ad
     async def catalogue_route(request: Request) -> Response:
         return _json(await asyncio.to_thread(catalogue, orc))
 
-    async def validate(request: Request) -> Response:
+    async def parse(request: Request) -> Response:
+        text = text_of(await body_of(request))
+        return _json(await asyncio.to_thread(checked_text, orc, text))
+
+    async def sync(request: Request) -> Response:
         data = await body_of(request)
-        source = data.get("blueprint") if "blueprint" in data else text_of(data)
-        return _json(await asyncio.to_thread(lambda: issues_of(orc.validate(source))))
+        text = text_of(data)
+        return _json(await asyncio.to_thread(synced_text, orc, text, data.get("blueprint")))
+
+    async def blank(request: Request) -> Response:
+        return _json({"text": BLANK, "version": None, **await asyncio.to_thread(checked_text, orc, BLANK)})
 
     return [
         ("/ui/editor", editor_page, "GET"),
@@ -141,8 +171,7 @@ def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_ad
         ("/ui/editor/static/{name}", asset, "GET"),
         ("/ui/editor/{name}", editor_page, "GET"),
         ("/ui/api/editor/catalogue", catalogue_route, "GET"),
-        ("/ui/api/editor/validate", validate, "POST"),
+        ("/ui/api/editor/parse", parse, "POST"),
+        ("/ui/api/editor/sync", sync, "POST"),
+        ("/ui/api/editor/blank", blank, "GET"),
     ]
-
-
-__all__ = ["ASSETS", "BLANK", "IceError", "catalogue", "editor_api", "issues_of", "node_type_info"]

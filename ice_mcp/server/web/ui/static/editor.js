@@ -124,7 +124,7 @@ function restore(from, to) {
   state.text = back.text;
   setText(back.text);
   redraw();
-  queue(async () => showIssues(await api('/ui/api/editor/validate', { method: 'POST', body: { text: state.text } })));
+  queue(async () => showIssues(await api('/ui/api/editor/parse', { method: 'POST', body: { text: state.text } })));
 }
 
 const undo = () => restore(state.undo, state.redo);
