@@ -81,6 +81,16 @@ async def drag(page: Any, source: str, target: str) -> None:
     await settled(page)
 
 
+async def fill_field(page: Any, name: str, value: str) -> None:
+    """Type into a field of the form (opening the folded common fields when it is there) and leave it."""
+    field = page.locator(f"#field-{name}")
+    if not await field.is_visible():
+        await page.click(".more-fields summary")
+    await field.fill(value)
+    await field.press("Tab")
+    await settled(page)
+
+
 def changed_lines(before: str, after: str) -> list[str]:
     import difflib
 
@@ -173,9 +183,7 @@ async def test_the_form_edits_a_node_and_offers_the_live_tools(page: Any, server
     await page.wait_for_selector("#arg-name")
     await page.fill("#arg-name", "{{ inputs.who }}")
     await page.press("#arg-name", "Tab")
-    await page.fill("#field-description", "says hello")
-    await page.press("#field-description", "Tab")
-    await settled(page)
+    await fill_field(page, "description", "says hello")
     changed = node(await data(page), "a")
     assert changed["tool_name"] == "greet" and changed["description"] == "says hello"
     assert changed["tool_args"]["name"] == "{{ inputs.who }}"
@@ -184,9 +192,7 @@ async def test_the_form_edits_a_node_and_offers_the_live_tools(page: Any, server
 async def test_a_validation_error_is_pinned_to_the_node_and_the_field(page: Any, server: str) -> None:
     await open_editor(page, server, "progress")
     await page.click('[data-node="b"] .node-head')
-    await page.fill("#field-retries", "-3")
-    await page.press("#field-retries", "Tab")
-    await settled(page)
+    await fill_field(page, "retries", "-3")
     await page.wait_for_selector('[data-node="b"].has-issue .node-issue')
     await page.wait_for_selector('.field.invalid[data-path="retries"]')
     assert "greater than or equal to 0" in await page.text_content('[data-path="retries"] .field-issue')
@@ -203,9 +209,7 @@ async def test_the_text_pane_follows_the_graph_and_the_graph_follows_the_text(pa
     original = await text(page)
     # Graph -> text: one field changed changes only its own line.
     await page.click('[data-node="read"] .node-head')
-    await page.fill("#field-retries", "2")
-    await page.press("#field-retries", "Tab")
-    await settled(page)
+    await fill_field(page, "retries", "2")
     changed = changed_lines(original, await text(page))
     assert len([line for line in changed if line.startswith("+")]) <= 2 and '"retries": 2' in "".join(changed), changed
     # Text -> graph: a node typed into the text is drawn.
@@ -230,9 +234,7 @@ async def test_save_makes_a_version_and_the_diff_and_rollback_work(page: Any, se
     await open_editor(page, server, "long")
     first = await text(page)
     await page.click('[data-node="wait"] .node-head')
-    await page.fill("#field-description", "waits")
-    await page.press("#field-description", "Tab")
-    await settled(page)
+    await fill_field(page, "description", "waits")
     assert await page.get_attribute("#editor-status", "data-dirty") == "yes"
     await save(page)
     saved = await page.evaluate("window.__editor.state.version")
@@ -260,16 +262,12 @@ async def test_two_editors_are_told_of_each_others_save(browser: Any, server: st
     await open_editor(one, server, "inner")
     await open_editor(two, server, "inner")
     await one.click('[data-node="hi"] .node-head')
-    await one.fill("#field-description", "from one")
-    await one.press("#field-description", "Tab")
-    await settled(one)
+    await fill_field(one, "description", "from one")
     await save(one)
     await two.wait_for_selector("#other-save", timeout=10_000)
     # The second editor's own save, from the version it opened, is refused and says why.
     await two.click('[data-node="hi"] .node-head')
-    await two.fill("#field-description", "from two")
-    await two.press("#field-description", "Tab")
-    await settled(two)
+    await fill_field(two, "description", "from two")
     await two.click("#save")
     await two.wait_for_selector("#load-theirs")
     await two.wait_for_selector('#editor-note[data-kind="error"]')
@@ -281,8 +279,8 @@ async def test_two_editors_are_told_of_each_others_save(browser: Any, server: st
 async def test_run_from_the_editor_lands_in_the_run_view(page: Any, server: str) -> None:
     await open_editor(page, server, "greeting")
     await page.click("#run")
-    await page.fill("#field-name", "Ada")
-    await page.press("#field-name", "Tab")
+    await page.fill("#input-name", "Ada")
+    await page.press("#input-name", "Tab")
     await page.click("#run-start")
     await page.wait_for_url("**/ui#/runs/*")
     await page.wait_for_selector('#run-status [data-status="succeeded"]', timeout=10_000)

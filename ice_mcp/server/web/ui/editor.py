@@ -73,7 +73,7 @@ def catalogue(orc: Any) -> dict[str, Any]:
     tools = [{"name": name, "description": entry.description or "", "input_schema": entry.input_schema}
              for name, entry in sorted(orc.registry.tools.items())]
     workflow = _pruned(Blueprint.model_json_schema(by_alias=True), {"nodes"})
-    return {"node_types": types, "tools": tools, "workflow_schema": workflow,
+    return {"node_types": types, "tools": tools, "workflow_schema": workflow, "common_fields": list(NodeBase.model_fields),
             "workflows": sorted(orc.registry.workflows)}
 
 

@@ -177,6 +177,7 @@ function pinForm() {
   const here = form.dataset.node;
   const mine = state.issues.filter((i) => (here ? i.node && (i.node === here || here.split('.').pop() === i.node) : !i.node));
   pinIssues(form, mine);
+  for (const more of form.querySelectorAll('details')) if (more.querySelector('.invalid')) more.open = true;
 }
 
 // -- drawing and the side panel ---------------------------------------------------------------------------
@@ -217,13 +218,19 @@ function sidePanel() {
     return;
   }
   const skip = new Set(['type', ...spec.subgraphs.map((s) => s.field), ...(node.type === 'tool' ? ['tool_args'] : [])]);
+  const options = { multiline: new Set(spec.multiline), onChange: set, choices: node.type === 'tool' ? { tool_name: state.catalogue.tools.map((t) => t.name) } : {} };
+  // The type's own fields first; what every node has (retries, timeout, errors...) folded below them.
+  const common = new Set(state.catalogue.common_fields.filter((f) => f !== 'id'));
+  const more = h('details', { class: 'more-fields' }, h('summary', {}, 'Description, dependencies, retries, timeout, on error'),
+    fields(spec.schema, node, { ...options, skip: new Set([...skip, ...Object.keys(spec.schema.properties || {}).filter((f) => !common.has(f))]) }));
   fill(form,
     h('div', { class: 'side-head' }, h('h2', {}, full), h('span', { class: 'badge' }, node.type),
       h('button', { type: 'button', id: 'delete-node', class: 'link', onclick: () => canvasHandlers.remove(full) }, 'Delete')),
-    fields(spec.schema, node, { skip, multiline: new Set(spec.multiline), onChange: set, extra: true,
-      choices: node.type === 'tool' ? { tool_name: state.catalogue.tools.map((t) => t.name) } : {} }),
-    node.type === 'tool' ? toolArgs(node, set) : null);
+    fields(spec.schema, node, { ...options, skip: new Set([...skip, ...common]), extra: true }),
+    node.type === 'tool' ? toolArgs(node, set) : null, more);
   pinForm();
+  if (more.querySelector('.invalid') || state.openMore) more.open = true;
+  more.addEventListener('toggle', () => { state.openMore = more.open; });
 }
 
 // A tool node's arguments: one field per property of the chosen tool's input schema (a value or a template).
@@ -377,7 +384,7 @@ function runDialog() {
   for (const [key, prop] of Object.entries(schema.properties || {})) if (prop && prop.default !== undefined) values[key] = prop.default;
   const message = h('div', { class: 'form-message' });
   fill($('run-fields'), dirty() ? h('p', { class: 'muted' }, 'This runs the saved version: save first to run your changes.') : null,
-    fields(schema, values, { onChange: (path, value) => { if (value === undefined) delete values[path]; else values[path] = value; } }), message);
+    fields(schema, values, { ids: 'input', onChange: (path, value) => { if (value === undefined) delete values[path]; else values[path] = value; } }), message);
   dialog.returnValue = '';
   dialog.showModal();
   $('run-start').onclick = async (event) => {

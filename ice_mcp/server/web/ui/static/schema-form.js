@@ -39,15 +39,15 @@ export function looseValue(text) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
-function control(name, path, prop, value, { root, required, multiline, onChange, choices }) {
+function control(name, path, prop, value, { root, required, multiline, onChange, choices, ids }) {
   const { kind, schema, type } = kindOf(prop, root);
-  const id = `field-${path.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  const id = `${ids}-${path.replace(/[^A-Za-z0-9_-]/g, '-')}`;
   const emit = (next) => onChange(path, next === undefined || (!required && same(next, schema.default) && value === undefined) ? undefined : next);
   if (kind === 'const') return null;
   if (kind === 'object') {
     const inner = { ...(value && typeof value === 'object' ? value : {}) };
     const sub = fields(schema, inner, {
-      root, prefix: `${path}.`, multiline, choices,
+      root, prefix: `${path}.`, multiline, choices, ids,
       onChange: (subPath, subValue) => {
         const key = subPath.slice(path.length + 1);
         if (subValue === undefined) delete inner[key]; else inner[key] = subValue;
@@ -93,7 +93,7 @@ function control(name, path, prop, value, { root, required, multiline, onChange,
 }
 
 // The fields of an object schema over `value`. options: {root, prefix, skip: Set, multiline: Set, onChange(path, v),
-// choices: {path: [names]}, extra: show value's keys the schema does not name (so an unknown one can be pinned)}.
+// choices: {path: [names]}, ids: the controls' id prefix ('field'), extra: show value's keys the schema does not name (so an unknown one can be pinned)}.
 export function fields(schema, value, options) {
   const root = options.root || schema;
   const props = deref(schema, root).properties || {};
@@ -102,6 +102,7 @@ export function fields(schema, value, options) {
   if (options.extra) for (const k of Object.keys(value || {})) if (!props[k] && !keys.includes(k)) keys.push(k);
   return keys.map((key) => control(key, `${options.prefix || ''}${key}`, props[key] || {}, (value || {})[key], {
     root, required: required.has(key), multiline: options.multiline || new Set(), onChange: options.onChange, choices: options.choices,
+    ids: options.ids || 'field',
   })).filter(Boolean);
 }
 
