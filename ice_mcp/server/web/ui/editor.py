@@ -37,10 +37,13 @@ def _json(data: Any, status: int = 200) -> Response:
 def _pruned(schema: dict[str, Any], drop: set[str]) -> dict[str, Any]:
     """A model's JSON Schema without the `drop` properties and the definitions only they used (a container's
     sub-graph fields hold every node model: the form edits them on the canvas, not as fields)."""
-    schema = {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k not in drop}}
+    defs = dict(schema.get("$defs", {}))
+    if "$ref" in schema:  # a recursive model's schema is a reference to its own definition
+        schema = dict(defs[schema["$ref"].rsplit("/", 1)[-1]])
+    schema = {k: v for k, v in schema.items() if k != "$defs"}
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k not in drop}
     if "required" in schema:
         schema["required"] = [k for k in schema["required"] if k not in drop]
-    defs = schema.pop("$defs", {})
     kept: dict[str, Any] = {}
     todo = [schema]
     while todo:

@@ -1,0 +1,54 @@
+"""What the editor's routes hand the page, in process: node types' form schemas, the live tools, text parsed and
+edits written back through the round-trip, issues with their node and field."""
+
+from __future__ import annotations
+
+import json
+
+from ice_mcp import Orchestrator
+from ice_mcp.blueprint.models import NODE_MODELS
+from ice_mcp.bundled import bundled_dir
+from ice_mcp.server.web.ui.editor import catalogue, checked_text, node_type_info, synced_text
+
+
+def test_a_container_type_lists_its_sub_graph_fields_and_its_form_leaves_them_out() -> None:
+    loop, parallel, tool = (node_type_info(NODE_MODELS[name]) for name in ("loop", "parallel", "tool"))
+    assert loop["subgraphs"] == [{"field": "body", "nested": False}] and loop["container"]
+    assert parallel["subgraphs"] == [{"field": "branches", "nested": True}]
+    assert tool["subgraphs"] == [] and tool["label"] == ["tool_name"] and not tool["container"]
+    assert "body" not in loop["schema"]["properties"] and "items" in loop["schema"]["properties"]
+    # The node models the sub-graphs held are gone from the definitions: the form is small.
+    assert not any(name.endswith("Node") for name in loop["schema"].get("$defs", {}))
+    assert len(json.dumps(loop["schema"])) < 4_000
+    assert "prompt" in node_type_info(NODE_MODELS["llm"])["multiline"]
+
+
+def test_the_catalogue_has_every_node_type_the_live_tools_and_the_workflow_fields() -> None:
+    orc = Orchestrator()
+    data = catalogue(orc)
+    assert set(data["node_types"]) == set(orc.node_models.models)
+    tools = {tool["name"]: tool for tool in data["tools"]}
+    assert "path" in tools["csv_reader"]["input_schema"]["properties"]
+    assert {"limits", "inputs", "outputs", "schedules"} <= set(data["workflow_schema"]["properties"])
+    assert "nodes" not in data["workflow_schema"]["properties"]
+    assert "retries" in data["common_fields"]
+
+
+def test_text_is_read_and_checked_and_an_edit_changes_only_its_lines() -> None:
+    orc = Orchestrator()
+    text = (bundled_dir("blueprints") / "csv_report.json").read_text(encoding="utf-8")
+    checked = checked_text(orc, text)
+    assert checked["ok"] and checked["issues"] == [] and checked["blueprint"]["name"] == "csv_report"
+    blueprint = checked["blueprint"]
+    blueprint["nodes"][0]["tool_name"] = "no_such_tool"
+    synced = synced_text(orc, text, blueprint)
+    changed = [pair for pair in zip(text.splitlines(), synced["text"].splitlines(), strict=True) if pair[0] != pair[1]]
+    assert len(changed) == 1 and "no_such_tool" in changed[0][1]
+    issue = next(i for i in synced["issues"] if i["code"] == "unknown_tool")
+    assert issue["node"] == "read" and issue["path"] == "tool_name" and issue["severity"] == "error"
+
+
+def test_text_that_does_not_parse_is_one_issue_and_no_blueprint() -> None:
+    checked = checked_text(Orchestrator(), "name: x\nnodes: [1,\n")
+    assert checked["blueprint"] is None and not checked["ok"]
+    assert checked["issues"][0]["code"] == "parse_error"
