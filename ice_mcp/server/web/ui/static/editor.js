@@ -1,39 +1,20 @@
 // The blueprint editor (/ui/editor/NAME): the canvas, a form for the selected node or the workflow, the blueprint's
 // text beside them, live validation by the server's own validator, versions, save, and a run started from here.
-// The server does the blueprint work (parse, apply an edit to the text, validate, save); this page only edits data.
+// The server does the blueprint work (parse, apply an edit to the text, validate, save) through `backend`
+// (editor-http.js in /ui); this module only edits data and draws. editor-main.js starts it.
 import { fill, h } from './dom.js';
 import { EditorCanvas } from './editor-canvas.js';
 import * as model from './editor-model.js';
 import { fields, looseValue, pinIssues } from './schema-form.js';
 
-const TOKEN_KEY = 'ice_mcp.token';
 const SYNC_MS = 250, PARSE_MS = 400, HEAD_POLL_MS = 1500;
 const $ = (id) => document.getElementById(id);
-const name0 = decodeURIComponent(location.pathname.replace(/^\/ui\/editor\/?/, '').replace(/\/$/, ''));
 
 const state = {
-  name: name0 || null, version: null, text: '', savedText: null, blueprint: null, issues: [], ok: true,
+  name: null, version: null, text: '', savedText: null, blueprint: null, issues: [], ok: true,
   undo: [], redo: [], textBurst: false, session: {}, catalogue: null, seq: 0, pending: Promise.resolve(), timers: {},
 };
 const ui = window.__editor = { state };  // what the browser tests read
-
-class ApiError extends Error {
-  constructor(status, code, message, details) { super(message); this.status = status; this.code = code; this.details = details; }
-}
-
-async function api(path, { method = 'GET', body } = {}) {
-  const headers = body === undefined ? {} : { 'Content-Type': 'application/json' };
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(path, { method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body) });
-  let data = null;
-  try { data = await response.json(); } catch { data = null; }
-  if (!response.ok) {
-    const error = (data && data.error) || {};
-    throw new ApiError(response.status, error.code || `http_${response.status}`, error.message || `the server answered ${response.status}`, error.details);
-  }
-  return data;
-}
 
 const say = (text, kind = 'info') => { const note = $('editor-note'); note.textContent = text; note.dataset.kind = kind; };
 const dirty = () => state.savedText === null ? state.text.trim() !== '' : state.text !== state.savedText;
@@ -83,7 +64,7 @@ async function flush() {
 
 async function syncText() {
   const seq = ++state.seq;
-  const answer = await api('/ui/api/editor/sync', { method: 'POST', body: { text: state.text, blueprint: state.blueprint } });
+  const answer = await backend.sync(state.text, state.blueprint);
   if (seq !== state.seq) return;
   state.text = answer.text;
   setText(answer.text);
@@ -93,7 +74,7 @@ async function syncText() {
 async function parseText() {
   const seq = ++state.seq;
   const text = $('editor-text').value;
-  const answer = await api('/ui/api/editor/parse', { method: 'POST', body: { text } });
+  const answer = await backend.parse(text);
   if (seq !== state.seq) return;
   state.text = text;
   if (answer.blueprint) { state.blueprint = answer.blueprint; redraw(); }
@@ -124,7 +105,7 @@ function restore(from, to) {
   state.text = back.text;
   setText(back.text);
   redraw();
-  queue(async () => showIssues(await api('/ui/api/editor/parse', { method: 'POST', body: { text: state.text } })));
+  queue(async () => showIssues(await backend.parse(state.text)));
 }
 
 const undo = () => restore(state.undo, state.redo);
@@ -299,7 +280,7 @@ async function save(baseVersion = state.version) {
   const name = state.blueprint && state.blueprint.name;
   if (!name) { say('the workflow needs a name before it is saved', 'error'); return; }
   try {
-    const answer = await api(`/ui/api/editor/workflows/${encodeURIComponent(name)}/save`, { method: 'POST', body: { text: state.text, base_version: baseVersion } });
+    const answer = await backend.save(name, state.text, baseVersion);
     state.name = name;
     state.version = answer.version;
     state.savedText = state.text;
@@ -329,7 +310,7 @@ function conflict(error) {
 async function watchHead() {
   if (state.name && state.version && !document.hidden) {
     try {
-      const head = await api(`/ui/api/editor/workflows/${encodeURIComponent(state.name)}/head`);
+      const head = await backend.head(state.name);
       if (head.version && head.version > (state.seen || state.version)) {
         state.seen = head.version;
         const box = $('conflict');
@@ -346,7 +327,7 @@ async function versions() {
   const panel = $('versions');
   panel.hidden = false;
   if (!state.name || !state.version) { fill(panel, h('p', { class: 'muted' }, 'Save the workflow to keep versions of it.')); return; }
-  const data = await api(`/ui/api/editor/workflows/${encodeURIComponent(state.name)}/versions`);
+  const data = await backend.versions(state.name);
   const list = data.versions || [];
   const pick = (label, value) => h('select', { id: `diff-${label}`, 'aria-label': `diff ${label}` },
     list.map((v) => h('option', { value: v.version, selected: v.version === value }, `v${v.version}`)));
@@ -358,7 +339,7 @@ async function versions() {
       v.version === state.version ? h('span', { class: 'muted' }, ' (open)') : null, ' ',
       h('button', { type: 'button', class: 'rollback', disabled: !state.session.admin || v.version === list[0].version, onclick: () => rollback(v.version) }, 'Roll back to this')))),
     h('div', { class: 'diff-pick' }, 'Diff ', a, ' → ', b, ' ', h('button', { type: 'button', id: 'show-diff', onclick: async () => {
-      const d = await api(`/ui/api/editor/workflows/${encodeURIComponent(state.name)}/diff?a=${a.value}&b=${b.value}`);
+      const d = await backend.diff(state.name, a.value, b.value);
       out.replaceChildren(...diffLines(d.diff));
     } }, 'Show')), out);
 }
@@ -368,7 +349,7 @@ const diffLines = (text) => String(text || '(no difference)').split('\n').map((l
 async function rollback(version) {
   if (dirty() && !window.confirm('Discard your unsaved changes and roll back?')) return;
   try {
-    const answer = await api(`/ui/api/editor/workflows/${encodeURIComponent(state.name)}/rollback`, { method: 'POST', body: { version } });
+    const answer = await backend.rollback(state.name, version);
     await open(state.name);
     say(`rolled back: version ${answer.version} holds version ${version}'s text`);
     await versions();
@@ -390,9 +371,9 @@ function runDialog() {
   $('run-start').onclick = async (event) => {
     event.preventDefault();
     try {
-      const started = await api(`/ui/api/workflows/${encodeURIComponent(state.name)}/start`, { method: 'POST', body: { inputs: values } });
+      const started = await backend.start(state.name, values);
       state.savedText = state.text;  // leaving for the run view is no loss: nothing unsaved is asked about
-      location.href = `/ui#/runs/${encodeURIComponent(started.run_id)}`;
+      location.href = backend.runUrl(started.run_id);
     } catch (error) { fill(message, h('div', { class: 'error-box' }, error.message)); }
   };
 }
@@ -400,8 +381,7 @@ function runDialog() {
 // -- opening ----------------------------------------------------------------------------------------------
 
 async function open(name) {
-  const data = name ? await api(`/ui/api/editor/workflows/${encodeURIComponent(name)}`)
-    : await api('/ui/api/editor/blank');
+  const data = await backend.open(name);
   state.name = name || null;
   state.version = data.version ?? null;
   state.seen = state.version;
@@ -440,11 +420,15 @@ function keys(event) {
   if (event.shiftKey) redo(); else undo();
 }
 
-let canvas;
+let canvas, backend;
 
-async function main() {
-  state.session = await api('/ui/api/session').catch(() => ({ admin: false }));
-  state.catalogue = await api('/ui/api/editor/catalogue');
+// Starts the editor on the page's elements (editor.html's ids) with a backend (editor-http.js's methods).
+export async function startEditor(given, name) {
+  backend = given;
+  state.name = name || null;
+  tokenDialog();
+  state.session = await backend.session().catch(() => ({ admin: false }));
+  state.catalogue = await backend.catalogue();
   canvas = new EditorCanvas($('canvas'), types(), canvasHandlers);
   ui.canvas = canvas;
   fill($('add-type'), Object.keys(types()).map((t) => h('option', { value: t }, t)));
@@ -465,15 +449,17 @@ async function main() {
   watchHead();
 }
 
-const dialog = $('token-dialog');
-$('token-button').addEventListener('click', () => dialog.showModal());
-dialog.addEventListener('close', () => {
-  const input = $('token-input');
-  if (dialog.returnValue === 'save' && input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-  if (dialog.returnValue === 'forget') sessionStorage.removeItem(TOKEN_KEY);
-  input.value = '';
-  if (dialog.returnValue === 'save' || dialog.returnValue === 'forget') {
-    api('/ui/api/session').catch(() => ({ admin: false })).then((session) => { state.session = session; rights(); });
-  }
-});
-main();
+function tokenDialog() {
+  const dialog = $('token-dialog');
+  if (!dialog) return;
+  $('token-button').addEventListener('click', () => dialog.showModal());
+  dialog.addEventListener('close', () => {
+    const input = $('token-input');
+    if (dialog.returnValue === 'save' && input.value.trim()) backend.setToken(input.value.trim());
+    if (dialog.returnValue === 'forget') backend.setToken(null);
+    input.value = '';
+    if (dialog.returnValue === 'save' || dialog.returnValue === 'forget') {
+      backend.session().catch(() => ({ admin: false })).then((session) => { state.session = session; rights(); });
+    }
+  });
+}
