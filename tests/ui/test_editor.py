@@ -201,6 +201,27 @@ async def test_a_validation_error_is_pinned_to_the_node_and_the_field(page: Any,
     assert await issue.count() >= 1
 
 
+async def test_the_workflow_form_edits_inputs_outputs_and_limits(page: Any, server: str) -> None:
+    await open_editor(page, server, "greeting")
+    await page.click("#add-inputs")
+    await settled(page)
+    await page.fill('tr[data-input="input_5"] .input-name', "shout")
+    await page.press('tr[data-input="input_5"] .input-name', "Tab")
+    await settled(page)
+    await page.select_option('tr[data-input="shout"] select', "boolean")
+    await settled(page)
+    await page.fill('.map-row[data-key="text"] .map-value', "{{ greet.text | upper }}")
+    await page.press('.map-row[data-key="text"] .map-value', "Tab")
+    await settled(page)
+    await fill_field(page, "limits-max_concurrent_runs", "2")
+    blueprint = await data(page)
+    assert blueprint["inputs"]["properties"]["shout"] == {"type": "boolean"}
+    assert blueprint["inputs"]["required"] == ["name"]
+    assert blueprint["outputs"] == {"text": "{{ greet.text | upper }}"}
+    assert blueprint["limits"] == {"max_concurrent_runs": 2}
+    assert await page.text_content("#validity") == "valid"
+
+
 # -- the text pane ---------------------------------------------------------------------------------------------
 
 

@@ -107,6 +107,15 @@ export function layered(nodes, size) {
   return { x, y, w, h, edges, width: n ? width : 0, height: n ? Math.max(0, top - GAP_Y) : 0 };
 }
 
+// An edge through the points a layout routed it by (the editor's dagre), smoothed through their midpoints.
+function routed(points, ox, oy) {
+  const p = points.map((pt) => [ox + pt.x, oy + pt.y]);
+  let d = `M${p[0][0]},${p[0][1]}`;
+  for (let i = 1; i < p.length - 1; i++) d += ` Q${p[i][0]},${p[i][1]} ${(p[i][0] + p[i + 1][0]) / 2},${(p[i][1] + p[i + 1][1]) / 2}`;
+  const last = p[p.length - 1];
+  return `${d} L${last[0]},${last[1] - 2}`;
+}
+
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
@@ -225,15 +234,19 @@ export class DagView {
       const x2 = ox + x[edge.to] + w[edge.to] / 2, y2 = oy + y[edge.to];
       const bend = Math.max(18, (y2 - y1) / 2);
       const path = document.createElementNS(SVG, 'path');
-      path.setAttribute('d', `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2 - 2}`);
+      path.setAttribute('d', edge.points ? routed(edge.points, ox, oy)
+        : `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2 - 2}`);
       path.setAttribute('marker-end', 'url(#arrow)');
       if (edge.label) path.setAttribute('class', `gate gate-${edge.label}`);
       svg.append(path);
-      this.drawnEdges.push({ from: prefix + nodes[edge.from].id, to: prefix + nodes[edge.to].id, label: edge.label, path, x: x2, y: y2 });
+      const end = edge.points ? edge.points[edge.points.length - 1] : null;
+      this.drawnEdges.push({ from: prefix + nodes[edge.from].id, to: prefix + nodes[edge.to].id, label: edge.label, path,
+        x: end ? ox + end.x : x2, y: end ? oy + end.y : y2 });
       if (edge.label) {
         const text = document.createElementNS(SVG, 'text');
-        text.setAttribute('x', (x1 + x2) / 2 + 4);
-        text.setAttribute('y', (y1 + y2) / 2);
+        const mid = edge.points ? edge.points[Math.floor(edge.points.length / 2)] : null;
+        text.setAttribute('x', mid ? ox + mid.x + 4 : (x1 + x2) / 2 + 4);
+        text.setAttribute('y', mid ? oy + mid.y : (y1 + y2) / 2);
         text.setAttribute('class', 'gate-label');
         text.textContent = edge.label;
         svg.append(text);

@@ -5,7 +5,7 @@
 import { fill, h } from './dom.js';
 import { EditorCanvas } from './editor-canvas.js';
 import * as model from './editor-model.js';
-import { fields, looseValue, pinIssues } from './schema-form.js';
+import { fields, inputsEditor, looseValue, mapEditor, pinIssues } from './schema-form.js';
 
 const SYNC_MS = 250, PARSE_MS = 400, HEAD_POLL_MS = 1500;
 const $ = (id) => document.getElementById(id);
@@ -240,9 +240,11 @@ function toolArgs(node, set) {
 function workflowForm(form) {
   delete form.dataset.node;
   const set = (path, value) => edit((bp) => { if (value === undefined) delete bp[path]; else bp[path] = value; });
+  const bp = state.blueprint;
+  const top = fields(state.catalogue.workflow_schema, bp, { skip: new Set(['nodes', 'schema_version', 'inputs', 'outputs']),
+    multiline: new Set(['description']), onChange: set, extra: true });
   fill(form, h('div', { class: 'side-head' }, h('h2', {}, 'Workflow'), h('span', { class: 'muted' }, 'select a node to edit it')),
-    fields(state.catalogue.workflow_schema, state.blueprint, { skip: new Set(['nodes', 'schema_version']),
-      multiline: new Set(['description']), onChange: set, extra: true }));
+    top.slice(0, 2), inputsEditor(bp.inputs, set), mapEditor(bp.outputs, set), top.slice(2));
   pinForm();
 }
 

@@ -4,7 +4,8 @@ import { graphlib, layout } from './dagre.esm.js';
 
 const GAP_X = 28, GAP_Y = 46;
 
-// nodes: [{id, deps, gates}]; size(i) -> {w, h}. Returns {x, y, w, h, edges, width, height} (top-left corners).
+// nodes: [{id, deps, gates}]; size(i) -> {w, h}. Returns {x, y, w, h, edges, width, height} (top-left corners),
+// each edge with the points dagre routed it by.
 export function dagreLayered(nodes, size) {
   const n = nodes.length;
   const index = new Map(nodes.map((node, i) => [node.id, i]));
@@ -39,6 +40,10 @@ export function dagreLayered(nodes, size) {
   for (let i = 0; i < n; i++) {
     x[i] -= left; y[i] -= top;
     width = Math.max(width, x[i] + w[i]); height = Math.max(height, y[i] + h[i]);
+  }
+  for (const edge of edges) {
+    const routedBy = graph.edge(String(edge.from), String(edge.to));
+    if (routedBy && routedBy.points && routedBy.points.length > 1) edge.points = routedBy.points.map((pt) => ({ x: pt.x - left, y: pt.y - top }));
   }
   return { x, y, w, h, edges, width, height };
 }

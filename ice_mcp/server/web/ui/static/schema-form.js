@@ -127,3 +127,56 @@ export function pinIssues(form, issues) {
   }
   return unplaced;
 }
+
+const TYPES = ['string', 'number', 'integer', 'boolean', 'array', 'object'];
+
+// A workflow's `inputs` (a JSON Schema object) as rows: name, type, required, default, description. Each change
+// hands back the whole schema, every property keeping what the rows do not show (items, enum, minimum...).
+export function inputsEditor(schema, onChange, path = 'inputs') {
+  const base = schema && typeof schema === 'object' ? schema : { type: 'object', properties: {} };
+  const rows = Object.entries(base.properties || {}).map(([name, prop]) => ({ name, prop: { ...prop }, required: (base.required || []).includes(name) }));
+  const emit = () => {
+    const properties = {}, required = [];
+    for (const row of rows) {
+      if (!row.name) continue;
+      properties[row.name] = row.prop;
+      if (row.required) required.push(row.name);
+    }
+    const next = { ...base, type: base.type || 'object', properties };
+    if (required.length) next.required = required; else delete next.required;
+    onChange(path, next);
+  };
+  const set = (prop, key, value) => { if (value === undefined || value === '') delete prop[key]; else prop[key] = value; };
+  const body = h('tbody', {}, rows.map((row, i) => h('tr', { dataset: { input: row.name } },
+    h('td', {}, h('input', { type: 'text', value: row.name, 'aria-label': 'input name', class: 'input-name', onchange: (e) => { row.name = e.target.value.trim(); emit(); } })),
+    h('td', {}, h('select', { 'aria-label': `type of ${row.name}`, onchange: (e) => { set(row.prop, 'type', e.target.value); emit(); } },
+      h('option', { value: '' }, 'any'), TYPES.map((t) => h('option', { value: t, selected: row.prop.type === t }, t)))),
+    h('td', {}, h('input', { type: 'checkbox', checked: row.required, 'aria-label': `${row.name} is required`, onchange: (e) => { row.required = e.target.checked; emit(); } })),
+    h('td', {}, h('input', { type: 'text', value: row.prop.default === undefined ? null : JSON.stringify(row.prop.default), placeholder: 'default', 'aria-label': `default of ${row.name}`,
+      onchange: (e) => { set(row.prop, 'default', looseValue(e.target.value)); emit(); } })),
+    h('td', {}, h('input', { type: 'text', value: row.prop.description ?? null, placeholder: 'description', 'aria-label': `description of ${row.name}`,
+      onchange: (e) => { set(row.prop, 'description', e.target.value); emit(); } })),
+    h('td', {}, h('button', { type: 'button', class: 'link', title: `remove ${row.name}`, onclick: () => { rows.splice(i, 1); emit(); } }, '×')))));
+  return h('fieldset', { class: 'field group', dataset: { path } }, h('legend', {}, path),
+    h('table', { class: 'rows' }, h('thead', {}, h('tr', {}, ['name', 'type', 'req.', 'default', 'description', ''].map((t) => h('th', {}, t)))), body),
+    h('button', { type: 'button', class: 'add-row', id: `add-${path}`, onclick: () => { rows.push({ name: `input_${rows.length + 1}`, prop: { type: 'string' }, required: false }); emit(); } }, 'Add input'),
+    h('span', { class: 'field-issue', role: 'alert' }));
+}
+
+// A map of names to templates (a workflow's `outputs`) as rows of name and value.
+export function mapEditor(value, onChange, path = 'outputs') {
+  const rows = Object.entries(value && typeof value === 'object' ? value : {}).map(([name, text]) => ({ name, text }));
+  const emit = () => {
+    const next = {};
+    for (const row of rows) if (row.name) next[row.name] = row.text;
+    onChange(path, rows.length ? next : undefined);
+  };
+  return h('fieldset', { class: 'field group', dataset: { path } }, h('legend', {}, path),
+    rows.map((row, i) => h('div', { class: 'map-row', dataset: { key: row.name } },
+      h('input', { type: 'text', value: row.name, 'aria-label': `${path} name`, class: 'map-key', onchange: (e) => { row.name = e.target.value.trim(); emit(); } }),
+      h('input', { type: 'text', value: typeof row.text === 'string' ? row.text : JSON.stringify(row.text), 'aria-label': `${path} ${row.name}`, class: 'map-value',
+        onchange: (e) => { row.text = e.target.value; emit(); } }),
+      h('button', { type: 'button', class: 'link', title: `remove ${row.name}`, onclick: () => { rows.splice(i, 1); emit(); } }, '×'))),
+    h('button', { type: 'button', class: 'add-row', id: `add-${path}`, onclick: () => { rows.push({ name: `out_${rows.length + 1}`, text: '' }); emit(); } }, 'Add output'),
+    h('span', { class: 'field-issue', role: 'alert' }));
+}
