@@ -36,7 +36,15 @@ export class EditorCanvas {
         onSelect: (full) => this.select(full),
         decorate: (box, full, node) => this.decorate(box, full, node),
       });
-      this.dag.viewport.addEventListener('click', (event) => { if (!event.target.closest('.node, .edge-end')) this.select(null); });
+      // A click on the background (pressed and released there, not a pan) leaves no node selected.
+      let down = null;
+      this.dag.viewport.addEventListener('pointerdown', (event) => {
+        down = event.target.closest('.node, .edge-end, .port') ? null : [event.clientX, event.clientY];
+      });
+      this.dag.viewport.addEventListener('click', (event) => {
+        if (down && Math.hypot(event.clientX - down[0], event.clientY - down[1]) < 4) this.select(null);
+        down = null;
+      });
     } else {
       this.dag.graph = graph;
       this.dag.redraw();

@@ -98,8 +98,9 @@ export function fields(schema, value, options) {
   const root = options.root || schema;
   const props = deref(schema, root).properties || {};
   const required = new Set(deref(schema, root).required || []);
-  const keys = Object.keys(props).filter((k) => !(options.skip && options.skip.has(k)));
-  if (options.extra) for (const k of Object.keys(value || {})) if (!props[k] && !keys.includes(k)) keys.push(k);
+  const skipped = (k) => Boolean(options.skip && options.skip.has(k));
+  const keys = Object.keys(props).filter((k) => !skipped(k));
+  if (options.extra) for (const k of Object.keys(value || {})) if (!props[k] && !keys.includes(k) && !skipped(k)) keys.push(k);
   return keys.map((key) => control(key, `${options.prefix || ''}${key}`, props[key] || {}, (value || {})[key], {
     root, required: required.has(key), multiline: options.multiline || new Set(), onChange: options.onChange, choices: options.choices,
     ids: options.ids || 'field',
