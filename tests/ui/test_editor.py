@@ -158,6 +158,12 @@ async def test_drag_from_a_port_connects_two_nodes(page: Any, server: str) -> No
     await drag(page, '[data-port="a"]', '[data-node="c"]')
     assert node(await data(page), "c")["dependencies"] == ["b", "a"]
     assert await page.locator('.edge-end[data-from="a"][data-to="c"]').count() == 1
+    # An edge's end selected and Delete pressed: the dependency goes.
+    await page.click('.edge-end[data-from="a"][data-to="c"]')
+    await page.keyboard.press("Delete")
+    await page.wait_for_selector('.edge-end[data-from="a"][data-to="c"]', state="detached")
+    await settled(page)
+    assert node(await data(page), "c")["dependencies"] == ["b"]
 
 
 async def test_drag_an_edge_end_reconnects_it(page: Any, server: str) -> None:
