@@ -310,10 +310,10 @@ function conflict(error) {
 
 // Another editor's save, seen by polling the workflow's newest version.
 async function watchHead() {
-  if (state.name && state.version && !document.hidden) {
+  if (state.name && state.savedText !== null && !document.hidden) {
     try {
       const head = await backend.head(state.name);
-      if (head.version && head.version > (state.seen || state.version)) {
+      if (head.version && head.version > (state.seen ?? 0)) {
         state.seen = head.version;
         const box = $('conflict');
         box.hidden = false;
@@ -337,9 +337,9 @@ async function versions() {
   const out = h('pre', { id: 'diff', class: 'value diff' });
   fill(panel, h('div', { class: 'side-head' }, h('h2', {}, 'Versions'), h('button', { type: 'button', class: 'link', onclick: () => { panel.hidden = true; } }, 'Close')),
     h('ol', { class: 'versions' }, list.map((v) => h('li', { dataset: { version: v.version } },
-      h('b', {}, `v${v.version}`), ' ', h('span', { class: 'muted' }, v.saved_at ? new Date(v.saved_at * 1000).toLocaleString() : ''),
+      h('b', {}, `v${v.version}`), ' ', h('span', { class: 'muted' }, v.created_at ? new Date(v.created_at).toLocaleString() : ''), v.runs ? h('span', { class: 'muted' }, ` · ${v.runs} run${v.runs === 1 ? '' : 's'}`) : null,
       v.version === state.version ? h('span', { class: 'muted' }, ' (open)') : null, ' ',
-      h('button', { type: 'button', class: 'rollback', disabled: !state.session.admin || v.version === list[0].version, onclick: () => rollback(v.version) }, 'Roll back to this')))),
+      h('button', { type: 'button', class: 'rollback', disabled: !state.session.admin || v.current, onclick: () => rollback(v.version) }, 'Roll back to this')))),
     h('div', { class: 'diff-pick' }, 'Diff ', a, ' → ', b, ' ', h('button', { type: 'button', id: 'show-diff', onclick: async () => {
       const d = await backend.diff(state.name, a.value, b.value);
       out.replaceChildren(...diffLines(d.diff));
