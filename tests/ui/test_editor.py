@@ -280,6 +280,21 @@ async def test_save_makes_a_version_and_the_diff_and_rollback_work(page: Any, se
     assert stored_text(server, "long", saved + 1) == first
 
 
+def test_a_viewer_edits_but_may_not_save_or_roll_back(server: str) -> None:
+    with httpx2.Client(base_url=server) as client:
+        text = client.get("/ui/api/editor/workflows/progress").json()["text"]
+        for path, body in (("save", {"text": text}), ("rollback", {"version": 1})):
+            answer = client.post(f"/ui/api/editor/workflows/progress/{path}", json=body,
+                                 headers={"Origin": server})
+            assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden", answer.text
+        # Reading, parsing and writing an edit into the text are open to viewers: nothing is kept.
+        from ice_mcp.operations.documents import parse_document
+
+        synced = client.post("/ui/api/editor/sync", json={"text": text, "blueprint": parse_document(text)},
+                             headers={"Origin": server})
+        assert synced.status_code == 200 and synced.json()["text"] == text
+
+
 async def test_two_editors_are_told_of_each_others_save(browser: Any, server: str) -> None:
     pages = []
     for _ in range(2):
