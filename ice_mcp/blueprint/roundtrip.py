@@ -18,7 +18,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from ice_mcp.blueprint.document_tree import Format, Node, build_tree, detect_format, same
+from ice_mcp.blueprint.document_tree import Format, Node, build_tree, detect_format, locate, same
 from ice_mcp.blueprint.loading import parse_text
 from ice_mcp.blueprint.roundtrip_edits import splice
 
@@ -40,25 +40,8 @@ class Document:
         return YAML(typ="rt").load(self.text)
 
     def locate(self, path: Sequence[str | int]) -> tuple[int, int] | None:
-        """The 1-based (line, column) of the value at `path` (mapping keys and list indexes); a mapping key's own
-        place when the path ends on one; the deepest place reached when the path goes on past the text."""
-        node = self.root
-        if node is None:
-            return None
-        place = (node.line, node.column)
-        for part in path:
-            node = node.alias_of or node
-            if node.kind == "map":
-                found = next(((k, v) for k, v in node.pairs() if k.value == part or str(k.value) == str(part)), None)
-                if found is None:
-                    break
-                place, node = (found[0].line, found[0].column), found[1]
-            elif node.kind == "seq" and isinstance(part, int) and 0 <= part < len(node.items):
-                node = node.items[part]
-                place = (node.line, node.column)
-            else:
-                break
-        return place[0] + 1, place[1] + 1
+        """The 1-based (line, column) of the value at `path`; see `document_tree.locate`."""
+        return locate(self.root, path)
 
 
 def parse_document(text: str) -> Document:

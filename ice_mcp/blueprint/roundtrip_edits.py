@@ -176,6 +176,12 @@ class _Splicer:
         self.edits: list[_Edit] = []
         self.final: dict[int, Any] = {}  # an anchored node's data after the edit
         self.gone: set[int] = set()  # anchored nodes written over or removed: their aliases are written out
+        self.targets: dict[int, set[int]] = {}  # a node's id -> the anchored nodes its aliases (and merges) name
+        self.anchors: dict[int, int] = {}  # an anchored node's id -> where it starts
+        self.changed: set[int] = set()  # anchored nodes gone or with other data: what names them is looked at
+
+    def anchored_at(self, target: int) -> int:
+        return self.anchors.get(target, -1)
 
     def add(self, start: int, end: int, text: str) -> None:
         self.edits.append(_Edit(start, end, text, len(self.edits)))
@@ -194,7 +200,9 @@ class _Splicer:
             return
         if node.anchor:
             self.final[id(node)] = new
-        if same(node.value, new):
+            if not same(node.value, new):
+                self.changed.add(id(node))
+        if same(node.value, new) and not (self.changed and self.aliases_in(node) & self.changed):
             return
         if node.kind == "map" and isinstance(new, dict) and new:
             self.mapping(node, new, where)
@@ -205,6 +213,18 @@ class _Splicer:
         else:
             self.replace(node, new, where)
 
+    def aliases_in(self, node: Node) -> set[int]:
+        found = self.targets.get(id(node))
+        if found is None:
+            found = {id(node.alias_of)} if node.alias_of is not None else set()
+            if node.alias_of is not None:
+                self.anchors[id(node.alias_of)] = node.alias_of.start
+            if node.alias_of is None:
+                for child in (*node.values, *node.items):
+                    found |= self.aliases_in(child)
+            self.targets[id(node)] = found
+        return found
+
     def forget(self, node: Node) -> None:
         """Anchors inside a node that is written over or removed are gone."""
         stack = [node]
@@ -214,6 +234,7 @@ class _Splicer:
                 continue
             if current.anchor:
                 self.gone.add(id(current))
+                self.changed.add(id(current))
             stack.extend((*current.keys, *current.values, *current.items))
 
     def scalar(self, node: Node, new: Any, where: _Where) -> None:
@@ -239,8 +260,8 @@ class _Splicer:
             rendered = yaml.dump(new, Dumper=_dumper(self.style), default_flow_style=False, sort_keys=False,
                                  allow_unicode=True, width=_WIDE, indent=self.style.step)
             self.add(node.start, node.end, rendered.rstrip("\n"))
-        elif where.parent.flow:
-            self.add(node.start, node.end, _flow(new))
+        elif where.parent.flow or (node.alias_of is not None and node.alias_of.flow):
+            self.add(node.start, node.end, _flow(new))  # an alias written out takes its anchor's flow style
         elif where.key is not None:
             suffix = self.block(new, where.key.column, pair=True)
             if node.line == where.key.line or not suffix.startswith("\n"):
@@ -274,9 +295,10 @@ class _Splicer:
         keys = [key.value for key, _ in pairs]
         merges = [value for key, value in pairs if _is_merge(key)]
         explicit = [k for (key, _), k in zip(pairs, keys, strict=True) if not _is_merge(key)]
-        if any(isinstance(k, (dict, list)) for k in keys) or len(set(explicit)) != len(explicit):
+        if any(isinstance(k, (dict, list)) for k in keys):
             self.replace(node, new, where)
             return
+        live = {key.value: i for i, (key, _) in enumerate(pairs) if not _is_merge(key)}  # a repeated key: the last
         inherited = self.merged(merges)
         if inherited is None:
             self.replace(node, new, where)
@@ -284,7 +306,9 @@ class _Splicer:
         kept: list[int] = []
         removed: list[int] = []
         for i, (key, _) in enumerate(pairs):
-            if _is_merge(key) or key.value in new:
+            if _is_merge(key) or (key.value in new and live[key.value] != i):
+                kept.append(i)  # a merge, or a repeated key's earlier pair (read over by the last): as it was
+            elif key.value in new:
                 kept.append(i)
             elif key.value in inherited:
                 self.replace(node, new, where)  # removing it would uncover the merged value
@@ -299,7 +323,7 @@ class _Splicer:
             self.forget(pairs[i][1])
         for i in kept:
             key, value = pairs[i]
-            if not _is_merge(key):
+            if not _is_merge(key) and live[key.value] == i:
                 self.node(value, new[key.value], _Where(node, key))
         if node.flow or self.style.fmt == "json":
             starts = [key.start for key, _ in pairs]
@@ -385,16 +409,16 @@ class _Splicer:
             self.replace(node, new, where)
             return
         moved = {_ident(old[i].value): i for i in removed if _ident(old[i].value)[0] == "id"}
-        for i in removed:
-            if _ident(old[i].value) not in moved or _ident(old[i].value) not in {_ident(v) for v in new}:
-                self.forget(old[i])
+        for i in removed:  # a moved item's anchors too: aliases elsewhere may now come before them
+            self.forget(old[i])
         for i, j in pairs:
             self.node(old[i], new[j], _Where(node))
         chunks: list[tuple[int, str]] = []
         for before, j in inserts:
             after = max((k for k in kept if k < before), default=-1)
             source = moved.pop(_ident(new[j]), None)
-            chunks.append((after, self.moved_item(node, old[source], new[j]) if source is not None
+            destination = old[after].end if after >= 0 else old[kept[0]].start
+            chunks.append((after, self.moved_item(node, old[source], new[j], destination) if source is not None
                            else self.new_item(node, new[j])))
         if node.flow or self.style.fmt == "json":
             starts = [item.start for item in old]
@@ -422,14 +446,21 @@ class _Splicer:
         dash = self.text.rindex("-", 0, node.items[0].start)
         return self.lines([value], dash - _line_start(self.text, dash))
 
-    def moved_item(self, node: Node, item: Node, value: Any) -> str:
-        """A list item moved elsewhere: its own text (comments and all), with its changes written in."""
+    def moved_item(self, node: Node, item: Node, value: Any, destination: int) -> str:
+        """A list item moved elsewhere: its own text (comments and all), with its changes written in; an alias in it
+        naming an anchor that would come after it is written out."""
+        later = {t for t in self.aliases_in(item)
+                 if t not in self.gone and t not in self.changed and self.anchored_at(t) >= destination}
         outer, self.edits = self.edits, []
+        self.gone |= later
+        self.changed |= later
         try:
             self.node(item, value, _Where(node))
             inner = self.edits
         finally:
             self.edits = outer
+            self.gone -= later
+            self.changed -= later
         if node.flow or self.style.fmt == "json":
             start, end = item.start, item.end
         else:
@@ -478,7 +509,7 @@ class _Splicer:
     def block_insert(self, position: int, chunks: list[str], before: bool = False) -> None:
         body = "\n".join(chunks) + "\n"
         if not before and position == len(self.text) and not self.text.endswith("\n"):
-            body = "\n" + body[:-1]
+            body = "\n" + body  # the last line had no line break: it gets one, and so does the new last line
         self.add(position, position, body)
 
     def line_after(self, end: int, column: int) -> int:

@@ -290,3 +290,11 @@ def test_processes_opening_a_new_data_folder_at_once_all_get_the_store(tmp_path:
         store = RunStore(path)
         assert store.get("none") is None
         store.close()
+
+
+def test_blueprint_versions_keep_their_document_text(store: RunStorage, other: RunStorage) -> None:
+    text = "# kept as written\nname: t\nnodes: []\n"
+    assert store.save_blueprint("t", {"name": "t", "nodes": []}, text) == 1
+    assert other.save_blueprint("t", {"name": "t", "nodes": [], "description": "d"}) == 2
+    assert [(v.version, v.text) for v in other.blueprint_versions("t")] == [(1, text), (2, None)]
+    assert [(b.version, b.text) for b in other.blueprints() if b.name == "t"] == [(2, None)]
