@@ -45,7 +45,10 @@ def test_text_is_read_and_checked_and_an_edit_changes_only_its_lines() -> None:
     changed = [pair for pair in zip(text.splitlines(), synced["text"].splitlines(), strict=True) if pair[0] != pair[1]]
     assert len(changed) == 1 and "no_such_tool" in changed[0][1]
     issue = next(i for i in synced["issues"] if i["code"] == "unknown_tool")
-    assert issue["node"] == "read" and issue["path"] == "tool_name" and issue["severity"] == "error"
+    assert issue["node"] == "read" and issue["field"] == "tool_name" and issue["severity"] == "error"
+    # Pinned in the text too: the line of the field's value, as the text pane shows it.
+    line = synced["text"].splitlines()[issue["line"] - 1]
+    assert issue["path"] == "/nodes/0/tool_name" and "no_such_tool" in line
 
 
 def test_text_that_does_not_parse_is_one_issue_and_no_blueprint() -> None:

@@ -15,6 +15,8 @@ from starlette.responses import Response
 from ice_mcp.blueprint.models import Blueprint, NodeBase
 from ice_mcp.blueprint.roundtrip import apply_edit, parse_document
 from ice_mcp.errors import IceError
+from ice_mcp.operations.blueprint_tools import draft
+from ice_mcp.versions import canonical
 
 STATIC = Path(__file__).parent / "static"
 # The editor's page and what it loads; dag.js and dom.js are the run view's own, shared.
@@ -84,8 +86,7 @@ def issues_of(report: Any) -> dict[str, Any]:
     def one(issue: Any, severity: str) -> dict[str, Any]:
         data = issue.model_dump(mode="json", exclude_none=True)
         data["severity"] = severity
-        data.setdefault("node", data.get("node_id"))
-        data.setdefault("path", data.get("field"))
+        data["node"] = data.get("node_id")  # the form pins by `field` (dotted), the text pane by `line`
         return data
 
     return {"ok": report.ok, "issues": [*(one(i, "error") for i in report.errors),
@@ -103,7 +104,7 @@ def checked_text(orc: Any, text: str) -> dict[str, Any]:
         document = parse_document(text)
     except IceError as exc:
         return unreadable(exc)
-    return {"blueprint": document.blueprint, **issues_of(orc.validate(document.blueprint))}
+    return {"blueprint": document.blueprint, **issues_of(orc.validate(text))}
 
 
 def synced_text(orc: Any, text: str, blueprint: Any) -> dict[str, Any]:
@@ -111,7 +112,46 @@ def synced_text(orc: Any, text: str, blueprint: Any) -> dict[str, Any]:
     if not isinstance(blueprint, dict):
         raise IceError("blueprint must be an object", code="invalid_blueprint")
     new = apply_edit(text, blueprint)
-    return {"text": new, **issues_of(orc.validate(blueprint))}
+    return {"text": new, **issues_of(orc.validate(new))}
+
+
+STATUS = {"version_conflict": 409, "unknown_workflow": 404, "unknown_version": 404, "forbidden": 403}
+
+
+def detailed(handler: Endpoint) -> Endpoint:
+    """A refusal with its details (a version conflict names the version now current; an invalid blueprint lists its
+    issues, each at its line), which the page shows; the guard's own answer carries code and message only."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except IceError as exc:
+            if getattr(exc, "status", None) is not None:
+                raise  # the guard's own refusals (403, 404 ...) answer as they are
+            error = {"code": exc.code, "message": exc.message, "details": exc.details or {}}
+            return _json({"error": error}, STATUS.get(exc.code, 400))
+
+    return endpoint
+
+
+def current_of(history: list[Any]) -> int | None:
+    """The current version in a workflow's history (None: a file's workflow, never saved here)."""
+    return next((entry.version for entry in history if entry.current), None)
+
+
+def workflow_text(orc: Any, name: str, version: int | None) -> dict[str, Any]:
+    """A workflow's document text: the version asked, else the current one, else the text it was loaded from."""
+    history = orc.blueprint_history(name)
+    current = current_of(history)
+    shown = version if version is not None else current
+    if shown is not None:
+        stored = orc.blueprint_version(name, shown)
+        text = stored.text if stored.text is not None else canonical(stored.source)
+    else:  # a workflow from a file, not saved here yet: the file's own bytes, else the blueprint_edit tool's draft
+        entry = orc.registry.workflows.get(name)
+        file = Path(entry.source) if entry is not None and entry.source != "runtime" else None
+        text = (file.read_bytes().decode("utf-8") if file is not None and file.is_file()
+                else draft(orc, {"name": name})["text"])
+    return {"name": name, "version": current, "shown_version": shown, "text": text}
 
 
 def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_admin: Callable[[Request], bool],
@@ -164,6 +204,47 @@ def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_ad
         text = text_of(data)
         return _json(await asyncio.to_thread(synced_text, orc, text, data.get("blueprint")))
 
+    def number(value: Any, what: str) -> int:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise refused(400, "invalid_version", f"{what} must be a version number") from None
+
+    async def workflow(request: Request) -> Response:
+        name = request.path_params["name"]
+        asked = request.query_params.get("version")
+        opened = await asyncio.to_thread(workflow_text, orc, name, None if asked is None else number(asked, "version"))
+        return _json({**opened, **await asyncio.to_thread(checked_text, orc, opened["text"])})
+
+    async def head(request: Request) -> Response:
+        history = await asyncio.to_thread(orc.blueprint_history, request.path_params["name"])
+        return _json({"version": current_of(history)})
+
+    async def versions(request: Request) -> Response:
+        history = await asyncio.to_thread(orc.blueprint_history, request.path_params["name"])
+        return _json({"versions": [entry.to_dict() for entry in history]})
+
+    async def diff(request: Request) -> Response:
+        query = request.query_params
+        a, b = number(query.get("a"), "a"), number(query.get("b"), "b")
+        return _json(await asyncio.to_thread(orc.blueprint_diff, request.path_params["name"], a, b))
+
+    async def save(request: Request) -> Response:
+        need_admin(request, "saving a workflow")
+        data = await body_of(request)
+        text = text_of(data)
+        base = data.get("base_version")
+        base = None if base is None else number(base, "base_version")
+        saved = await asyncio.to_thread(orc.save_blueprint_text, request.path_params["name"], text, base)
+        return _json(saved.to_dict())
+
+    async def rollback(request: Request) -> Response:
+        need_admin(request, "rolling a workflow back")
+        data = await body_of(request)
+        saved = await asyncio.to_thread(orc.rollback_blueprint, request.path_params["name"],
+                                        number(data.get("version"), "version"))
+        return _json(saved.to_dict())
+
     async def blank(request: Request) -> Response:
         return _json({"text": BLANK, "version": None, **await asyncio.to_thread(checked_text, orc, BLANK)})
 
@@ -176,4 +257,10 @@ def editor_api(orc: Any, refused: Callable[[int, str, str], Exception], *, is_ad
         ("/ui/api/editor/parse", parse, "POST"),
         ("/ui/api/editor/sync", sync, "POST"),
         ("/ui/api/editor/blank", blank, "GET"),
+        ("/ui/api/editor/workflows/{name}", detailed(workflow), "GET"),
+        ("/ui/api/editor/workflows/{name}/head", detailed(head), "GET"),
+        ("/ui/api/editor/workflows/{name}/versions", detailed(versions), "GET"),
+        ("/ui/api/editor/workflows/{name}/diff", detailed(diff), "GET"),
+        ("/ui/api/editor/workflows/{name}/save", detailed(save), "POST"),
+        ("/ui/api/editor/workflows/{name}/rollback", detailed(rollback), "POST"),
     ]

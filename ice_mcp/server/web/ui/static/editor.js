@@ -123,8 +123,7 @@ function markDirty() {
 
 function showIssues(answer) {
   state.issues = (answer.issues || []).map((issue) => ({
-    ...issue, node: issue.node ?? issue.node_id ?? null,
-    path: Array.isArray(issue.path) ? issue.path.join('.') : (issue.path ?? issue.field ?? ''),
+    ...issue, node: issue.node ?? issue.node_id ?? null, pointer: issue.path ?? null, path: issue.field ?? '',
   }));
   state.ok = answer.ok ?? !state.issues.some((i) => i.severity !== 'warning');
   canvas.pin(state.issues);
