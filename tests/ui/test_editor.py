@@ -130,7 +130,7 @@ async def test_edit_link_opens_the_editor_with_the_graph_and_the_text(page: Any,
 
 
 async def test_add_a_node_draws_it_writes_it_and_pins_what_it_lacks(page: Any, server: str) -> None:
-    await open_editor(page, server, "progress")
+    await open_editor(page, server, "csv_report")
     before = await text(page)
     await page.select_option("#add-type", "tool")
     await page.click("#add-node")
@@ -260,12 +260,13 @@ async def save(page: Any) -> None:
 async def test_save_makes_a_version_and_the_diff_and_rollback_work(page: Any, server: str) -> None:
     await open_editor(page, server, "long")
     first = await text(page)
+    await save(page)  # the file's text, as the workflow's first version here
     await page.click('[data-node="wait"] .node-head')
     await fill_field(page, "description", "waits")
     assert await page.get_attribute("#editor-status", "data-dirty") == "yes"
     await save(page)
     saved = await page.evaluate("window.__editor.state.version")
-    assert stored_text(server, "long", saved) == await text(page)
+    assert stored_text(server, "long", saved) == await text(page) != first
     # Versions: the diff names the changed line.
     await page.click("#show-versions")
     await page.wait_for_selector(f'#versions li[data-version="{saved}"]')

@@ -281,6 +281,11 @@ async function save(baseVersion = state.version) {
   const name = state.blueprint && state.blueprint.name;
   if (!name) { say('the workflow needs a name before it is saved', 'error'); return; }
   try {
+    if (baseVersion === null && state.savedText !== null && name === state.name) {
+      // A file's workflow has no version to name as the base: whether someone saved it since is asked first.
+      const head = await backend.head(name);
+      if (head.version) return conflict({ message: `${name} was saved by someone else since you opened it (version ${head.version})`, details: { current_version: head.version } });
+    }
     const answer = await backend.save(name, state.text, baseVersion);
     state.name = name;
     state.version = answer.version;
@@ -408,7 +413,7 @@ function rights() {
   $('token-button').hidden = !(state.session.admin_configured || state.session.token_configured);
   $('save').disabled = !canSave;
   $('save').title = canSave ? 'save as a new version (Ctrl+S)' : (state.session.role_note || 'saving needs the admin token');
-  $('run').disabled = !state.session.can_start || !state.version;
+  $('run').disabled = !state.session.can_start || state.savedText === null;  // a registered workflow runs
 }
 
 function keys(event) {
