@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Vendors @dagrejs/dagre's ES-module build (the editor's graph layout) into the /ui static folder, with its licence.
+# Vendors @dagrejs/dagre's minified build (`var dagre = ...`: the editor's graph layout) into the /ui static folder, with
+# its licence. A classic script in /ui, and inlinable into an MCP App's one module (app_view.py's inliner).
 # The file is committed; run this only to move to another version: `bash scripts/vendor_dagre.sh [VERSION]`.
 set -euo pipefail
 VERSION="${1:-3.1.3}"
@@ -10,6 +11,6 @@ trap 'rm -rf "$WORK"' EXIT
 (cd "$WORK" && npm pack --silent "@dagrejs/dagre@$VERSION" >/dev/null && tar xzf dagrejs-dagre-"$VERSION".tgz)
 # The source map is not shipped: its comment goes, so a browser never asks for it.
 { printf '/* @dagrejs/dagre %s (MIT, see dagre.LICENSE.txt): graph layout for the blueprint editor. */\n' "$VERSION"
-  grep -v "^//# sourceMappingURL=" "$WORK/package/dist/dagre.esm.js" | sed "s/dagre.esm.js.LEGAL.txt/dagre.LICENSE.txt/"; } > "$STATIC/dagre.esm.js"
+  grep -v "^//# sourceMappingURL=" "$WORK/package/dist/dagre.min.js" | sed "s/dagre.min.js.LEGAL.txt/dagre.LICENSE.txt/"; } > "$STATIC/dagre.min.js"
 cp "$WORK/package/LICENSE" "$STATIC/dagre.LICENSE.txt"
-echo "vendored @dagrejs/dagre $VERSION into $STATIC ($(wc -c < "$STATIC/dagre.esm.js") bytes)"
+echo "vendored @dagrejs/dagre $VERSION into $STATIC ($(wc -c < "$STATIC/dagre.min.js") bytes)"

@@ -4,6 +4,10 @@ edits written back through the round-trip, issues with their node and field."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 from ice_mcp import Orchestrator
 from ice_mcp.blueprint.models import NODE_MODELS
@@ -55,3 +59,27 @@ def test_text_that_does_not_parse_is_one_issue_and_no_blueprint() -> None:
     checked = checked_text(Orchestrator(), "name: x\nnodes: [1,\n")
     assert checked["blueprint"] is None and not checked["ok"]
     assert checked["issues"][0]["code"] == "parse_error"
+
+
+# The editor's modules as an MCP App inlines them (app_view.py's inliner: one module, the imports between them gone).
+INLINED = ("dagre.min.js", "dom.js", "dag.js", "layout.js", "editor-model.js", "schema-form.js", "editor-canvas.js",
+           "editor.js")
+
+
+def test_the_editor_modules_make_one_valid_module_when_inlined(tmp_path: Path) -> None:
+    from ice_mcp.server.protocol.app_view import _MODULE_IMPORT, STATIC
+
+    texts = [(STATIC / name).read_text(encoding="utf-8") for name in INLINED]
+    joined = "\n".join(_MODULE_IMPORT.sub("", text) for text in texts)
+    assert "import " not in "".join(line for line in joined.splitlines() if line.startswith("import "))
+    declared: dict[str, str] = {}
+    for name, text in zip(INLINED[1:], texts[1:], strict=True):  # dagre's own names are minified, one `var dagre`
+        for match in re.finditer(r"^(?:export )?(?:async )?(?:function|class|const|let|var) (\w+)", text, re.MULTILINE):
+            assert match.group(1) not in declared, f"{match.group(1)} in {name} and {declared.get(match.group(1))}"
+            declared[match.group(1)] = name
+    module = tmp_path / "editor.mjs"
+    module.write_text(joined, encoding="utf-8")
+    node = shutil.which("node")
+    assert node, "node is part of the test set-up (make test)"
+    checked = subprocess.run([node, "--check", str(module)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr

@@ -22,7 +22,7 @@ STATIC = Path(__file__).parent / "static"
 # The editor's page and what it loads; dag.js and dom.js are the run view's own, shared.
 ASSETS = {**{name: "text/javascript" for name in (
     "editor-main.js", "editor-http.js", "editor.js", "editor-canvas.js", "editor-model.js", "schema-form.js", "layout.js",
-    "dagre.esm.js", "dag.js", "dom.js")}, "app.css": "text/css", "editor.css": "text/css", "dagre.LICENSE.txt": "text/plain"}
+    "dagre.min.js", "dag.js", "dom.js")}, "app.css": "text/css", "editor.css": "text/css", "dagre.LICENSE.txt": "text/plain"}
 MAX_TEXT = 1024 * 1024
 BLANK = 'schema_version: "1"\nname: new_workflow\ndescription: ""\nnodes: []\n'
 

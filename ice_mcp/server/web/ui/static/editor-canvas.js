@@ -5,7 +5,7 @@ import { DagView } from './dag.js';
 import { dagreLayered } from './layout.js';
 import { toGraph } from './editor-model.js';
 
-const SVG = 'http://www.w3.org/2000/svg';
+const SVG_NS = 'http://www.w3.org/2000/svg';
 
 export class EditorCanvas {
   // handlers: {select(full|null), connect(from, to), reconnect(from, to, target), remove(full), disconnect(from, to)}
@@ -105,7 +105,7 @@ export class EditorCanvas {
     };
     const [x0, y0] = toCanvas(event);
     const svg = dag.canvas.querySelector('svg.dag-edges');
-    const line = document.createElementNS(SVG, 'path');
+    const line = document.createElementNS(SVG_NS, 'path');
     line.setAttribute('class', 'dragging-edge');
     svg.append(line);
     const move = (e) => { const [x, y] = toCanvas(e); line.setAttribute('d', `M${x0},${y0} L${x},${y}`); };

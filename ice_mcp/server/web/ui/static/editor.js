@@ -4,7 +4,7 @@
 // (editor-http.js in /ui); this module only edits data and draws. editor-main.js starts it.
 import { fill, h } from './dom.js';
 import { EditorCanvas } from './editor-canvas.js';
-import * as model from './editor-model.js';
+import { addNode, clone, connect, deleteNode, disconnect, freshId, isContainer, locate, reconnect, setField } from './editor-model.js';
 import { fields, inputsEditor, looseValue, mapEditor, pinIssues } from './schema-form.js';
 
 const SYNC_MS = 250, PARSE_MS = 400, HEAD_POLL_MS = 1500;
@@ -23,7 +23,7 @@ const types = () => state.catalogue.node_types;
 // -- the document: graph edits go to the text through the server, text edits come back as data ---------------
 
 function snapshot() {
-  state.undo.push({ text: state.text, blueprint: model.clone(state.blueprint) });
+  state.undo.push({ text: state.text, blueprint: clone(state.blueprint) });
   if (state.undo.length > 200) state.undo.shift();
   state.redo = [];
 }
@@ -31,7 +31,7 @@ function snapshot() {
 // One edit of the graph or a form: the drawing changes now, the text and the issues once the server answered.
 function edit(change) {
   snapshot();
-  const next = model.clone(state.blueprint);
+  const next = clone(state.blueprint);
   const answer = change(next);
   if (typeof answer === 'string') { state.undo.pop(); say(answer, 'error'); return; }
   state.blueprint = next;
@@ -99,7 +99,7 @@ function onTextInput() {
 
 function restore(from, to) {
   if (!from.length) return;
-  to.push({ text: state.text, blueprint: model.clone(state.blueprint) });
+  to.push({ text: state.text, blueprint: clone(state.blueprint) });
   const back = from.pop();
   state.blueprint = back.blueprint;
   state.text = back.text;
@@ -113,7 +113,8 @@ const redo = () => restore(state.redo, state.undo);
 
 function markDirty() {
   const unsaved = dirty();
-  $('editor-status').textContent = unsaved ? 'unsaved changes' : (state.version ? `saved · v${state.version}` : 'not saved');
+  $('editor-status').textContent = unsaved ? 'unsaved changes'
+    : state.version ? `saved · v${state.version}` : state.savedText !== null ? 'as its file has it' : 'not saved';
   $('editor-status').dataset.dirty = unsaved ? 'yes' : 'no';
   $('undo').disabled = !state.undo.length;
   $('redo').disabled = !state.redo.length;
@@ -170,24 +171,24 @@ function redraw() {
 
 const canvasHandlers = {
   select: () => sidePanel(),
-  connect: (from, to) => edit((bp) => model.connect(bp, from, to, types())),
-  reconnect: (from, to, target) => edit((bp) => model.reconnect(bp, from, to, target, types())),
-  disconnect: (from, to) => edit((bp) => { model.disconnect(bp, from, to, types()); }),
-  remove: (full) => { canvas.selected = null; edit((bp) => { model.deleteNode(bp, full, types()); }); },
+  connect: (from, to) => edit((bp) => connect(bp, from, to, types())),
+  reconnect: (from, to, target) => edit((bp) => reconnect(bp, from, to, target, types())),
+  disconnect: (from, to) => edit((bp) => { disconnect(bp, from, to, types()); }),
+  remove: (full) => { canvas.selected = null; edit((bp) => { deleteNode(bp, full, types()); }); },
 };
 
 function sidePanel() {
   const form = $('side-form');
   const full = canvas.selected;
-  const where = full ? model.locate(state.blueprint, full, types()) : null;
+  const where = full ? locate(state.blueprint, full, types()) : null;
   if (!where) return workflowForm(form);
   const node = where.node, spec = types()[node.type];
   form.dataset.node = full;
   const set = (path, value) => {
     const [field, ...rest] = path.split('.');
     edit((bp) => {
-      if (!rest.length) { canvas.selected = model.setField(bp, full, field, value, types()); return; }
-      const target = model.locate(bp, full, types()).node;
+      if (!rest.length) { canvas.selected = setField(bp, full, field, value, types()); return; }
+      const target = locate(bp, full, types()).node;
       const inner = { ...(target[field] || {}) };
       if (value === undefined) delete inner[rest.join('.')]; else inner[rest.join('.')] = value;
       target[field] = inner;
@@ -249,11 +250,11 @@ function workflowForm(form) {
 
 // A new node of the chosen type: its required fields empty (validation says what they need), inside the selected
 // container, or beside the selected node.
-function addNode() {
+function addChosenNode() {
   const type = $('add-type').value;
   const spec = types()[type];
   edit((bp) => {
-    const node = { id: model.freshId(bp, type, types()), type };
+    const node = { id: freshId(bp, type, types()), type };
     for (const field of spec.schema.required || []) {
       if (field in node) continue;
       const sub = spec.subgraphs.find((s) => s.field === field);
@@ -262,11 +263,11 @@ function addNode() {
     let scope = '';
     const selected = canvas.selected;
     if (selected) {
-      const where = model.locate(bp, selected, types());
-      if (where && model.isContainer(where.node.type, types())) scope = `${selected}[0]`;
+      const where = locate(bp, selected, types());
+      if (where && isContainer(where.node.type, types())) scope = `${selected}[0]`;
       else if (where) scope = where.scope ? selected.slice(0, selected.lastIndexOf('.')) : '';
     }
-    const full = model.addNode(bp, node, scope, types());
+    const full = addNode(bp, node, scope, types());
     if (!full) return 'no place for a node there';
     canvas.selected = full;
     return undefined;
@@ -438,7 +439,7 @@ export async function startEditor(given, name) {
   canvas = new EditorCanvas($('canvas'), types(), canvasHandlers);
   ui.canvas = canvas;
   fill($('add-type'), Object.keys(types()).map((t) => h('option', { value: t }, t)));
-  $('add-node').addEventListener('click', addNode);
+  $('add-node').addEventListener('click', addChosenNode);
   $('undo').addEventListener('click', undo);
   $('redo').addEventListener('click', redo);
   $('save').addEventListener('click', () => save());

@@ -1,16 +1,17 @@
-// The editor's automatic layout: one scope's nodes placed by dagre (vendored, dagre.esm.js), answered in the shape
-// dag.js's own `layered` answers, so DagView draws an edited blueprint exactly as it draws a run.
-import { graphlib, layout } from './dagre.esm.js';
+// The editor's automatic layout: one scope's nodes placed by dagre (vendored, dagre.min.js: the page loads it as a
+// classic script, an MCP App inlines it before this), answered in the shape dag.js's own `layered` answers, so
+// DagView draws an edited blueprint exactly as it draws a run.
+/* global dagre */
 
-const GAP_X = 28, GAP_Y = 46;
+const NODE_SEP = 28, RANK_SEP = 46;
 
 // nodes: [{id, deps, gates}]; size(i) -> {w, h}. Returns {x, y, w, h, edges, width, height} (top-left corners),
 // each edge with the points dagre routed it by.
 export function dagreLayered(nodes, size) {
   const n = nodes.length;
   const index = new Map(nodes.map((node, i) => [node.id, i]));
-  const graph = new graphlib.Graph();
-  graph.setGraph({ rankdir: 'TB', nodesep: GAP_X, ranksep: GAP_Y, marginx: 0, marginy: 0 });
+  const graph = new dagre.graphlib.Graph();
+  graph.setGraph({ rankdir: 'TB', nodesep: NODE_SEP, ranksep: RANK_SEP, marginx: 0, marginy: 0 });
   graph.setDefaultEdgeLabel(() => ({}));
   const w = [], h = [];
   for (let i = 0; i < n; i++) {
@@ -28,7 +29,7 @@ export function dagreLayered(nodes, size) {
       edges.push({ from: p, to: v, label: gates.get(dep) || '' });
     }
   });
-  layout(graph);
+  dagre.layout(graph);
   const x = new Float64Array(n), y = new Float64Array(n);
   let left = Infinity, top = Infinity;
   for (let i = 0; i < n; i++) {
