@@ -22,10 +22,31 @@ pytestmark = pytest.mark.live
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
+COMMENTED = """\
+# A hand-written YAML blueprint: its comments, order and quoting stay through the editor.
+name: commented
+description: Says hello, slowly.
+nodes:
+  # the first step
+  - id: first
+    type: tool
+    tool_name: hold   # a tool of the tests
+    tool_args: {label: "first", seconds: 0.05}
+  - id: second
+    type: tool
+    tool_name: hold
+    tool_args:
+      label: 'second'
+      seconds: 0.05
+    dependencies: [first]
+"""
+
+
 @pytest.fixture(scope="module")
 def server(workspace: Path) -> Iterator[str]:
     """The bundled templates beside the browser tests' workflows and tools."""
     folder = write_blueprints(workspace / "ui_blueprints")
+    (folder / "commented.yaml").write_text(COMMENTED, encoding="utf-8")
     with live_server(workspace, "--templates", "--blueprints", str(folder), "--tools", "ui_tools",
                      env=server_env()) as url:
         yield url
@@ -246,6 +267,40 @@ async def test_the_text_pane_follows_the_graph_and_the_graph_follows_the_text(pa
     await page.wait_for_selector('[data-node="typed"]')
     await settled(page)
     assert await page.locator('.edge-end[data-from="read"][data-to="typed"]').count() == 1
+
+
+async def test_a_yaml_blueprint_keeps_its_comments_through_graph_edits(page: Any, server: str) -> None:
+    await open_editor(page, server, "commented")
+    assert await text(page) == COMMENTED
+    await page.click('[data-node="second"] .node-head')
+    await fill_field(page, "retries", "3")
+    await page.select_option("#add-type", "tool")
+    await page.click("#add-node")
+    await page.wait_for_selector('[data-node="tool_1"]')
+    await settled(page)
+    edited = await text(page)
+    assert all(line in edited.splitlines() for line in COMMENTED.splitlines())  # every line kept, comments too
+    added = [line[1:] for line in changed_lines(COMMENTED, edited)]
+    assert added == ["    retries: 3", "  - id: tool_1", "    type: tool", "    tool_name: ''"], added
+
+
+async def test_a_new_workflow_drawn_from_nothing_is_saved_under_its_name(page: Any, server: str) -> None:
+    await open_editor(page, server, "")
+    await fill_field(page, "name", "drawn_here")
+    await page.select_option("#add-type", "tool")
+    await page.click("#add-node")
+    await page.wait_for_selector('[data-node="tool_1"]')
+    await page.select_option("#field-tool_name", "hold")
+    await settled(page)
+    await page.fill("#arg-label", "hi")
+    await page.press("#arg-label", "Tab")
+    await settled(page)
+    assert await page.text_content("#validity") == "valid"
+    await save(page)
+    assert page.url.endswith("/ui/editor/drawn_here")
+    version = await page.evaluate("window.__editor.state.version")
+    stored = stored_text(server, "drawn_here", version)
+    assert stored == await text(page) and stored.startswith('schema_version: "1"\nname: drawn_here\n')
 
 
 # -- saving and versions ----------------------------------------------------------------------------------------
