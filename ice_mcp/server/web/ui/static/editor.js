@@ -295,6 +295,7 @@ async function save(baseVersion = state.version) {
     if (location.pathname !== `/ui/editor/${encodeURIComponent(name)}`) history.replaceState(null, '', `/ui/editor/${encodeURIComponent(name)}`);
     $('conflict').hidden = true;
     say(`saved as version ${answer.version}`);
+    document.body.dataset.saves = String((Number(document.body.dataset.saves) || 0) + 1);  // tests wait on it
     markDirty();
     if (!$('versions').hidden) await versions();
   } catch (error) {
