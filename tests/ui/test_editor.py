@@ -316,28 +316,45 @@ async def save(page: Any) -> None:
     await settled(page)
 
 
-async def test_save_makes_a_version_and_the_diff_and_rollback_work(page: Any, server: str) -> None:
-    await open_editor(page, server, "long")
+async def two_versions(page: Any, server: str, name: str, node_id: str) -> tuple[str, int]:
+    """A file's workflow saved as it is, then with its node's description changed: (the file's text, the new version)."""
+    await open_editor(page, server, name)
     first = await text(page)
-    await save(page)  # the file's text, as the workflow's first version here
-    await page.click('[data-node="wait"] .node-head')
-    await fill_field(page, "description", "waits")
+    await save(page)
+    await page.click(f'[data-node="{node_id}"] .node-head')
+    await fill_field(page, "description", "changed here")
     assert await page.get_attribute("#editor-status", "data-dirty") == "yes"
     await save(page)
-    saved = await page.evaluate("window.__editor.state.version")
+    return first, int(await page.evaluate("window.__editor.state.version"))
+
+
+async def test_save_makes_a_version(page: Any, server: str) -> None:
+    first, saved = await two_versions(page, server, "long", "wait")
     assert stored_text(server, "long", saved) == await text(page) != first
-    # Versions: the diff names the changed line.
+    assert stored_text(server, "long", saved - 1) == first
+    assert await page.text_content("#editor-status") == f"saved · v{saved}"
+
+
+async def test_the_diff_between_two_versions(page: Any, server: str) -> None:
+    _, saved = await two_versions(page, server, "html_out", "render")
     await page.click("#show-versions")
     await page.wait_for_selector(f'#versions li[data-version="{saved}"]')
+    assert await page.input_value("#diff-a") == str(saved - 1) and await page.input_value("#diff-b") == str(saved)
     await page.click("#show-diff")
     await page.wait_for_selector("#diff .add")
-    assert "waits" in await page.text_content("#diff .add")
-    # Rollback to the version before: a new version holding the old text.
+    assert "changed here" in await page.text_content("#diff .add")
+    assert await page.locator("#diff .del").count() == 1  # one line of the one-line JSON file
+
+
+async def test_rollback_makes_an_old_version_current_as_a_new_one(page: Any, server: str) -> None:
+    first, saved = await two_versions(page, server, "fails", "prepare")
+    await page.click("#show-versions")
     await page.click(f'#versions li[data-version="{saved - 1}"] .rollback')
     await page.wait_for_selector(f'#versions li[data-version="{saved + 1}"]')
     await settled(page)
     assert await text(page) == first
-    assert stored_text(server, "long", saved + 1) == first
+    assert stored_text(server, "fails", saved + 1) == first
+    assert await page.is_disabled(f'#versions li[data-version="{saved + 1}"] .rollback')  # the current one
 
 
 def test_a_viewer_edits_but_may_not_save_or_roll_back(server: str) -> None:
