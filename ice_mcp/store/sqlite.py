@@ -239,19 +239,17 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
                blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
-        """Keep a new run's record, unless its unexpired idempotency key already started a run: that run's id.
-        A run with a key is written at once (the key's unique index decides between two processes); one
-        without is queued. An expired key passes to the new run."""
-        if not idempotency_key:
-            self.save(record, owner=owner, blueprint=blueprint, version=version, retry_of=retry_of)
-            return None
-        rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
-        if rows and rows[0][0] != record.run_id:
-            holder, started = rows[0]
-            if time.time() - (started or 0) <= self.key_seconds:
-                return str(holder)
-            with self._read_lock:
-                self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
+        """Keep a new run's record at once (its id may be handed out next, and a process killed after that
+        must not lose it), unless its unexpired idempotency key already started a run: that run's id. The key's
+        unique index decides between two processes; an expired key passes to the new run."""
+        if idempotency_key:
+            rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+            if rows and rows[0][0] != record.run_id:
+                holder, started = rows[0]
+                if time.time() - (started or 0) <= self.key_seconds:
+                    return str(holder)
+                with self._read_lock:
+                    self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
         try:
             with self._read_lock:
                 self._read.execute(_UPSERT_RUN, _run_row((record.run_id, record.workflow, record.status,

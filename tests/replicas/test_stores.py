@@ -290,3 +290,22 @@ def test_processes_opening_a_new_data_folder_at_once_all_get_the_store(tmp_path:
         store = RunStore(path)
         assert store.get("none") is None
         store.close()
+
+
+def _create_then_die(url: str, folder: str, run_ids: list[str]) -> None:
+    opened = open_store(url, Path(folder))
+    for run_id in run_ids:
+        opened.create(record(run_id))
+    os.kill(os.getpid(), 9)  # SIGKILL right after the ids could have been handed out: no flush, no close
+
+
+def test_a_new_runs_record_outlives_its_process_killed_right_after_create(url: str, tmp_path: Path,
+                                                                          store: RunStorage) -> None:
+    """A run id handed out (a webhook's 202, a tool's answer) names a run every other process finds, even when
+    the process that made it is SIGKILLed the next instant."""
+    run_ids = [f"killed-{n}" for n in range(20)]
+    child = multiprocessing.get_context("fork").Process(target=_create_then_die, args=(url, str(tmp_path), run_ids))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -9
+    assert [run_id for run_id in run_ids if store.run(run_id) is None] == []
