@@ -58,7 +58,7 @@ test-fast: test-setup
 lint: $(VENV)/.test-installed check
 
 check:
-	$(VENV)/bin/ruff check ice_mcp tests bench scripts
+	$(VENV)/bin/ruff check ice_mcp ice_mcp_dev tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 

@@ -17,16 +17,19 @@ import argparse
 import random
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ice_mcp.server.cluster import RedisProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # ice_mcp_dev: in the checkout, not installed
+
 from ice_mcp.store.base import RunStorage
 from ice_mcp.store.records import NodeRecord, RunRecord
 from ice_mcp.store.sqlite import open_store
+from ice_mcp_dev.cluster import RedisProcess
 
 SAMPLES = 300
 

@@ -16,9 +16,9 @@ SERVER_TESTS = Path(__file__).resolve().parents[1] / "server"
 if str(SERVER_TESTS) not in sys.path:
     sys.path.insert(0, str(SERVER_TESTS))
 
-from ice_mcp.server.cluster import RedisProcess  # noqa: E402
 from ice_mcp.store.base import RunStorage  # noqa: E402
 from ice_mcp.store.sqlite import open_store  # noqa: E402
+from ice_mcp_dev.cluster import RedisProcess  # noqa: E402
 
 
 @pytest.fixture(scope="session")

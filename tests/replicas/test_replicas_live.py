@@ -20,7 +20,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import ADMIN, http_client, structured, subprocess_env
 
-from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv, stateless_tool_call
+from ice_mcp_dev.cluster import Child, TemporalDevServer, ice_mcp_argv, stateless_tool_call
 
 
 def chain(name: str, labels: list[str], seconds: float) -> dict[str, Any]:

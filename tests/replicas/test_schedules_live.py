@@ -19,7 +19,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import subprocess_env
 
-from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
+from ice_mcp_dev.cluster import Child, TemporalDevServer, ice_mcp_argv
 
 SLOTS = 20
 

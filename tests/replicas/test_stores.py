@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.cluster import free_port
 from ice_mcp.store.base import Owner, RunStorage, Signal
 from ice_mcp.store.events import EventLog
 from ice_mcp.store.records import RunRecord
 from ice_mcp.store.redis import RedisRunStore, redact
 from ice_mcp.store.sqlite import RunStore, open_store
+from ice_mcp_dev.cluster import free_port
 
 
 def record(run_id: str, workflow: str = "w", status: str = "running", started: float = 1_700_000_000.0) -> RunRecord:
@@ -221,7 +221,7 @@ def test_redis_idempotency_keys_expire(redis_url: str) -> None:
 
 
 def test_a_redis_that_goes_away_is_a_clear_error(tmp_path: Path) -> None:
-    from ice_mcp.server.cluster import RedisProcess
+    from ice_mcp_dev.cluster import RedisProcess
 
     server = RedisProcess(tmp_path / "redis")
     server.start()

@@ -127,7 +127,7 @@ def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_atte
 def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_path: Path, redis_url: str) -> None:
     """runs_per_minute 2; ten starts in about a second: MCP tools/call, a webhook and a schedule trigger, spread
     over three servers on one Redis: exactly two runs start, eight are turned away as rate_limited."""
-    from ice_mcp.server.cluster import stateless_tool_call
+    from ice_mcp_dev.cluster import stateless_tool_call
 
     folder = tmp_path / "blueprints"
     folder.mkdir()

@@ -1,5 +1,6 @@
-"""`ice-mcp dev-cluster`: a shared store, workers and MCP servers as child processes on this machine,
-offline, to try a cluster (the replica tests and bench/scale.py start theirs with the same classes)."""
+"""`ice-mcp dev-cluster` (its command line in ice_mcp/server/dev_tools.py): a shared store, workers and MCP
+servers as child processes on this machine, offline, to try a cluster (the replica tests and bench/scale.py start
+theirs with the same classes)."""
 
 from __future__ import annotations
 
@@ -250,25 +251,6 @@ class DevCluster:
         for child in reversed(self.children):  # servers first, the store last
             with contextlib.suppress(Exception):
                 child.stop()
-
-
-def add_dev_cluster_command(subparsers: Any) -> None:
-    cluster = subparsers.add_parser(
-        "dev-cluster", help="start a store (redis-server), Temporal's dev server, two workers and an MCP server "
-                            "on this machine, offline, to try a cluster")
-    cluster.add_argument("--folder", type=Path, help="where their data and logs go (default: DATA_DIR/dev-cluster)")
-    cluster.add_argument("--engine", choices=["temporal", "embedded"], default="temporal",
-                         help="temporal (default): workers run the runs; embedded: each MCP server runs what it "
-                              "receives")
-    cluster.add_argument("--replicas", type=int, help="MCP servers (default 1 with Temporal, 2 embedded)")
-    cluster.add_argument("--workers", type=int, default=2, help="Temporal workers (default 2)")
-    cluster.add_argument("--port", type=int, default=8000, help="the first MCP server's port (0: any free one)")
-    cluster.add_argument("--redis-port", type=int, default=0, help="redis-server's port (default: a free one)")
-    cluster.add_argument("--temporal-port", type=int, default=0, help="the Temporal frontend's port (default: free)")
-    cluster.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
-    cluster.add_argument("--blueprints", action="append", default=[], metavar="DIR", help="register blueprints")
-    cluster.add_argument("--templates", action="store_true", help="register the bundled blueprint templates too")
-    cluster.set_defaults(handler=run_dev_cluster)
 
 
 def run_dev_cluster(args: argparse.Namespace) -> int:
