@@ -79,8 +79,9 @@ class Orchestrator(NetworkRuns):
         self.services = Services(self.registry, self.settings)
         if llm is not None:
             self.services.llm = llm
-        types, self.unavailable_node_types = (builtin_node_types() if node_types is None
-                                              else (list(node_types), {}))
+        builtins, unavailable = builtin_node_types()
+        types = builtins if node_types is None else list(node_types)
+        self.unavailable_node_types = {k: why for k, why in unavailable.items() if k not in {t.name for t in types}}
         self.node_types: dict[str, NodeType] = {node_type.name: node_type for node_type in types}
         if store is None and (self.settings.persist_runs or self.settings.state_url):
             store = open_store(self.settings.state_url, self.settings.data_dir,
@@ -157,8 +158,7 @@ class Orchestrator(NetworkRuns):
         """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid.
 
         Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
-        and comes back when a server starts on the same data folder.
-        """
+        and comes back when a server starts on the same data folder."""
         blueprint = self._catalogue.register_blueprint(source, origin=origin, version=version)
         self.schedules.declare(blueprint.name, blueprint.schedules)  # its `schedules:`, checked (ScheduleInvalid) and kept in the store
         return blueprint
