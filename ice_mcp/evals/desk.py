@@ -184,7 +184,8 @@ class Evals:
         record = RunRecord(run_id=new_run_id(), workflow=EVAL_PREFIX + target.label, started_at=time.time(),
                            inputs={"target": target.described, "dataset": dataset.describe(),
                                    "scorers": [s.describe() for s in scorers], "repetitions": repetitions},
-                           trigger={"kind": EVAL_TRIGGER}, principal=caller)
+                           principal=caller)
+        record.trigger = {"kind": EVAL_TRIGGER, "eval_id": record.run_id}  # as its cases' runs name it
         begin_run(record)
         gate = asyncio.Semaphore(max(1, concurrency))
 
