@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.cli.evals import compare_arguments, eval_arguments, run_compare, run_eval
 from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.observability import tracing
@@ -154,9 +155,13 @@ FORMS: dict[str, Form] = {
     "run_status": Form(_show_arguments, lambda args: _local_runs(args, _show_run), "one run's record"),
     "run_retry": Form(_retry_arguments, lambda args: asyncio.run(_retry(args)),
                       "run a finished run again as a new run, reusing every node it finished"),
+    "eval_run": Form(eval_arguments, lambda args: run_eval(args, make_orchestrator),
+                     "evaluate a workflow on a dataset; failing cases first"),
+    "eval_compare": Form(compare_arguments, lambda args: run_compare(args, make_orchestrator),
+                         "which cases changed between two versions on a dataset"),
 }
 GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedules": "schedules kept in the run store",
-              "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed"}
+              "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed", "evals": "kept evaluations"}
 
 
 def _add_builtin_commands(commands: Any) -> None:

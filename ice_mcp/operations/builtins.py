@@ -16,6 +16,7 @@ from typing import Any
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
 from ice_mcp.operations.documents import parse_document
+from ice_mcp.operations.eval_tools import EVAL_TOOLS
 from ice_mcp.operations.hook_tools import HOOK_TOOLS
 from ice_mcp.operations.notify_tools import NOTIFY_TOOLS
 from ice_mcp.operations.result_schemas import (
@@ -339,6 +340,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
     *SCHEDULE_TOOLS,
     *HOOK_TOOLS,
     *NOTIFY_TOOLS,
+    *EVAL_TOOLS,
 )
 
 BY_NAME: dict[str, BuiltinTool] = {tool.name: tool for tool in BUILTINS}
