@@ -55,6 +55,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `ice-mcp` parser. `command` "serve": only the server's commands, which is all a host starting the
     server for a session parses (~1 ms, the whole tree ~10 ms: a command per built-in tool)."""
+    from ice_mcp.drafting.benchmark import add_cli as add_drafting_cli
     from ice_mcp.server.cli import (
         LOG_LEVEL_HELP,
         IceArgumentParser,
@@ -89,6 +90,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     add_trace_commands(commands)
+    add_drafting_cli(commands)  # `eval drafting` (ice_mcp/drafting/benchmark.py)
     complete_help(parser)  # options defined elsewhere (the run view's `ui`) get their help and default too
     return parser
 
