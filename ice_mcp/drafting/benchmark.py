@@ -18,7 +18,7 @@ from typing import Any
 
 from ice_mcp.drafting.cases import Case, load_cases
 from ice_mcp.drafting.grading import Effects, check, pinned_registry, run_graded, write_files
-from ice_mcp.drafting.loop import DEFAULT_MAX_ATTEMPTS, draft_blueprint
+from ice_mcp.drafting.loop import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_TOKENS, draft_blueprint
 from ice_mcp.errors import IceError
 from ice_mcp.llm.config import LLMConfig
 from ice_mcp.llm.service import LLMService
@@ -78,7 +78,7 @@ def endpoint_service(base_url: str, model: str, api_key: str | None = None) -> L
 
 
 async def run_case(case: Case, draft_llm: LLMService, grader_llm: LLMService, model: str, workdir: Path,
-                   max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> CaseResult:
+                   max_attempts: int = DEFAULT_MAX_ATTEMPTS, max_tokens: int = DEFAULT_MAX_TOKENS) -> CaseResult:
     """Draft one case's goal, run the draft on its fixture, check it."""
     result = CaseResult(case.id, case.kind)
     started = time.perf_counter()
@@ -90,7 +90,8 @@ async def run_case(case: Case, draft_llm: LLMService, grader_llm: LLMService, mo
                                          persist_runs=False, name_workspace=False))
     try:
         try:
-            drafted = await draft_blueprint(orc, case.goal, {"max_attempts": max_attempts, "model": model},
+            drafted = await draft_blueprint(orc, case.goal, {"max_attempts": max_attempts, "model": model,
+                                                          "max_tokens": max_tokens},
                                             llm=draft_llm)
         except IceError as exc:
             attempts = exc.details.get("attempts") or []
@@ -121,7 +122,7 @@ async def run_case(case: Case, draft_llm: LLMService, grader_llm: LLMService, mo
 async def run_drafting_benchmark(
     base_url: str, model: str, *, api_key: str | None = None, cases: list[Case] | None = None,
     grader_base_url: str | None = None, grader_model: str | None = None, grader_api_key: str | None = None,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS, workdir: Path | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, max_tokens: int = DEFAULT_MAX_TOKENS, workdir: Path | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
 ) -> BenchmarkReport:
     """Measure `model` at `base_url` on `cases` (default: the shipped ones). The drafted workflows' `llm` nodes
@@ -135,7 +136,7 @@ async def run_drafting_benchmark(
         folder = workdir or Path(scratch)
         try:
             for case in cases:
-                result = await run_case(case, draft_llm, grader, model, folder, max_attempts)
+                result = await run_case(case, draft_llm, grader, model, folder, max_attempts, max_tokens)
                 results.append(result)
                 if on_case is not None:
                     on_case(result)
@@ -160,6 +161,8 @@ def add_drafting_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only these cases, by id or kind (repeatable)")
     parser.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS,
                         help=f"drafts per case at most (default {DEFAULT_MAX_ATTEMPTS})")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                        help=f"most tokens of one draft (default {DEFAULT_MAX_TOKENS})")
     parser.add_argument("--grader-base-url", help="where the drafted workflows' llm nodes go (default: --base-url)")
     parser.add_argument("--grader-model", help="their model (default: --model)")
     parser.add_argument("--workdir", type=Path, help="keep each case's workspace here (default: a temporary folder)")
@@ -185,7 +188,7 @@ def run_drafting_cli(args: argparse.Namespace) -> int:
 
     report = asyncio.run(run_drafting_benchmark(
         args.base_url, args.model, api_key=args.api_key, cases=cases, grader_base_url=args.grader_base_url,
-        grader_model=args.grader_model, max_attempts=args.max_attempts, workdir=args.workdir, on_case=line))
+        grader_model=args.grader_model, max_attempts=args.max_attempts, max_tokens=args.max_tokens, workdir=args.workdir, on_case=line))
     summary = report.summary
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
