@@ -55,7 +55,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `ice-mcp` parser. `command` "serve": only the server's commands, which is all a host starting the
     server for a session parses (~1 ms, the whole tree ~10 ms: a command per built-in tool)."""
-    from ice_mcp.drafting.benchmark import add_cli as add_drafting_cli
     from ice_mcp.server.cli import (
         LOG_LEVEL_HELP,
         IceArgumentParser,
@@ -90,7 +89,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     add_trace_commands(commands)
-    add_drafting_cli(commands)  # `eval drafting` (ice_mcp/drafting/benchmark.py)
+    # `eval drafting`; imported here, not for `serve` (it loads the orchestrator)
+    from ice_mcp.drafting.benchmark import add_cli
+
+    add_cli(commands)
     complete_help(parser)  # options defined elsewhere (the run view's `ui`) get their help and default too
     return parser
 
