@@ -156,7 +156,8 @@ FORMS: dict[str, Form] = {
     "run_retry": Form(_retry_arguments, lambda args: asyncio.run(_retry(args)),
                       "run a finished run again as a new run, reusing every node it finished"),
     "eval_run": Form(eval_arguments, lambda args: run_eval(args, make_orchestrator),
-                     "evaluate a workflow on a dataset; failing cases first"),
+                     "evaluate a workflow on a dataset, failing cases first (`eval drafting`: the drafting "
+                     "benchmark, see `ice-mcp eval drafting --help`)"),
     "eval_compare": Form(compare_arguments, lambda args: run_compare(args, make_orchestrator),
                          "which cases changed between two versions on a dataset"),
 }
@@ -558,7 +559,12 @@ def _dispatch(argv: Sequence[str] | None, collecting: bool = False) -> int:
     from ice_mcp.server.cli import apply_default_workspace
 
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(words[0] if words else None).parse_args(words)
+    if words[:2] == ["eval", "drafting"]:  # the benchmark, beside `eval TARGET` (a workflow's evaluation)
+        from ice_mcp.drafting.benchmark import drafting_parser
+
+        args = drafting_parser().parse_args(words[2:])
+    else:
+        args = build_parser(words[0] if words else None).parse_args(words)
     apply_default_workspace(args)
     resume_gc = gc.enable if collecting else _gc_unchanged
     if "resume_gc" in vars(args):  # `serve`: turns the collector on itself, once it is up (ice_mcp.server.cli)
