@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import dataclasses
 import functools
 import json
@@ -59,6 +60,7 @@ class StoredBlueprint:
     version: int
     source: dict[str, Any]
     created_at: float
+    text: str | None = None
 
 
 @dataclass(slots=True)
@@ -389,12 +391,16 @@ def process_alive(pid: int | None) -> bool:
 
 
 async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str, Any]]]],
-                         after: int) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
-    """What `RunStorage.follow` yields: the events `read(after)` finds past the last one seen, polled
-    every FOLLOW_POLL_SECONDS, in batches (an empty one each idle second); the caller stops following."""
+                         after: int, *, wake: asyncio.Event | None = None
+                         ) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+    """What `RunStorage.follow` yields: the events `read(after)` finds past the last one seen, in batches (an
+    empty one each idle second); the caller stops following. Read again every FOLLOW_POLL_SECONDS, or, given a
+    `wake` the store sets when the journal grows (PostgreSQL's NOTIFY), as soon as it is set."""
     loop = asyncio.get_running_loop()
     quiet_since = loop.time()
     while True:
+        if wake is not None:
+            wake.clear()  # before the read: a write it misses sets it again
         events = await read(after)
         if events:
             after, quiet_since = events[-1]["seq"], loop.time()
@@ -402,7 +408,11 @@ async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str,
         elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
             quiet_since = loop.time()
             yield []
-        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        if wake is None:
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        elif not events:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(0.0, quiet_since + FOLLOW_IDLE_SECONDS - loop.time()))
 
 
 def journal_text(events: builtins.list[Event]) -> str:
