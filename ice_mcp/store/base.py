@@ -415,6 +415,27 @@ async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str,
                 await asyncio.wait_for(wake.wait(), max(0.0, quiet_since + FOLLOW_IDLE_SECONDS - loop.time()))
 
 
+def watch_changes(store: object, topic: Literal["journal", "schedules", "admissions"], key: str | None,
+                  wake: Callable[[], None]) -> Callable[[], None] | None:
+    """Have `wake()` called (from another thread) as soon as the store tells of a change of `topic` for `key` (a
+    run id, a workflow; None: any): PostgreSQL's NOTIFY (`on_change`). Returns what stops it; None when the store
+    tells of nothing, so its readers poll."""
+    on_change: Callable[[str, str | None, Callable[[], None]], Callable[[], None]] | None
+    on_change = getattr(store, "on_change", None)
+    return None if on_change is None else on_change(topic, key, wake)
+
+
+def threadsafe_set(event: asyncio.Event) -> Callable[[], None]:
+    """What sets `event` from any thread (on the running loop; nothing once that loop is gone)."""
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(event.set)
+
+    return wake
+
+
 def journal_text(events: builtins.list[Event]) -> str:
     """Events as the JSON text a journal keeps, each as `Event.to_dict` gives it: orjson encodes plain dicts
     in about a third of the time it takes for the dataclasses (the writer's ~1.2 ms less per 1,000-node run)."""

@@ -12,7 +12,14 @@ import psycopg
 
 from ice_mcp.store.base import dumps, loads
 from ice_mcp.store.postgres_room import SCHEDULES, PgRoom
-from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord, add_counts, counts_of, stale_revision
+from ice_mcp.store.schedules import (
+    Firing,
+    Outcome,
+    ScheduleRecord,
+    add_counts,
+    counts_of,
+    stale_revision,
+)
 
 _COLUMNS = ("id, target, target_kind, spec, inputs, policy, paused, note, revision, created_at, updated_at,"
             " cursor, origin, running, counts, principal")

@@ -17,7 +17,6 @@ import pytest
 
 from ice_mcp.errors import IceError
 from ice_mcp.server.cluster import free_port
-from ice_mcp.store.base import RunStorage
 from ice_mcp.store.events import EventLog
 from ice_mcp.store.postgres import PostgresRunStore
 from ice_mcp.store.postgres_room import migrations
