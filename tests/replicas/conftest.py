@@ -86,6 +86,12 @@ def state_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("redis_url" if kind == "redis" else "postgres_url"))
 
 
+@pytest.fixture(params=["redis", "postgresql"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store that servers on other machines could share: Redis, then PostgreSQL."""
+    return state_url(str(request.param), tmp_path, request)
+
+
 @pytest.fixture
 def url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     return state_url(kind, tmp_path, request)
