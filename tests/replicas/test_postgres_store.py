@@ -145,3 +145,19 @@ def test_schedule_changes_and_ended_runs_notify_every_process(postgres_url: str,
     finally:
         one.close()
         two.close()
+
+
+async def test_an_answer_too_large_for_a_notification_is_read_from_the_store(postgres_url: str, tmp_path: Path) -> None:
+    """NOTIFY carries at most 8,000 bytes: a larger answer travels by its number and is read where it is kept."""
+    one, two = open_store(postgres_url, tmp_path), open_store(postgres_url, tmp_path)
+    big = {"node": "ok", "answer": {"text": "y" * 20_000}, "by": "ann", "declined": False}
+    try:
+        async with contextlib.aclosing(two.signals()) as signals:
+            assert (await anext(signals)).kind == "listening"
+            one.send_answer("r1", big)
+            one.request_cancel("r2")
+            heard = [await asyncio.wait_for(anext(signals), 5) for _ in range(2)]
+        assert [(s.kind, s.subject, s.data) for s in heard] == [("answer", "r1", big), ("cancel", "r2", None)]
+    finally:
+        one.close()
+        two.close()
