@@ -108,8 +108,15 @@ class PostgresRunStore(PgSchedules, PgHooks, PgOutbox, PgLimits, PgRoom, QueuedW
                 self._pool.close(timeout=0)
             raise IceError(f"cannot reach the state store at {self.location}: {type(exc).__name__}: {exc}",
                            code="state_unavailable") from None
-        with self._conn() as conn:
-            migrate(conn)
+        try:
+            with self._conn() as conn:
+                migrate(conn)
+        except (IceError, psycopg.Error) as exc:
+            self._pool.close(timeout=0)
+            if isinstance(exc, IceError):
+                raise
+            raise IceError(f"cannot migrate the state store at {self.location}: {type(exc).__name__}: {exc}",
+                           code="state_unavailable") from None
         self._listener = Listener(url, self.location)
         self._start_queue()
 
