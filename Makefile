@@ -28,6 +28,7 @@ setup: $(VENV)/.run-installed
 test-setup: $(VENV)/.test-installed
 	bash scripts/setup_sandbox.sh
 	bash scripts/setup_llm.sh
+	bash scripts/setup_postgres.sh
 	bash scripts/setup_mcp.sh
 	bash scripts/setup_ui.sh
 	bash scripts/setup_promtool.sh

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ice_mcp.cli.evals import compare_arguments, eval_arguments, run_compare, run_eval
+from ice_mcp.cli.state import add_state_commands
 from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.observability import tracing
@@ -48,7 +49,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="register every blueprint in this folder (repeatable)")
     parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="the run store a cluster shares instead of the data folder: "
-                                                       "redis://HOST:PORT/DB or sqlite:///FILE (ICE_MCP_STATE)")
+                                                       "redis://HOST:PORT/DB, postgresql://USER@HOST:PORT/DB or sqlite:///FILE "
+                                                       "(ICE_MCP_STATE)")
     parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)
     add_upstream_arguments(parser)
 
@@ -90,6 +92,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     add_trace_commands(commands)
+    add_state_commands(commands)
     complete_help(parser)  # options defined elsewhere (the run view's `ui`) get their help and default too
     return parser
 

@@ -135,7 +135,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="keep runs, journals, keys, spend and blueprints in a store "
-                                                       "that replicas share: redis://HOST:PORT/DB (ICE_MCP_STATE)")
+                                                       "that replicas share: redis://HOST:PORT/DB or "
+                                                       "postgresql://USER@HOST:PORT/DB (ICE_MCP_STATE)")
     parser.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs at once; more wait for a "
                                                                    "slot (ICE_MCP_MAX_RUNS)")
     parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)

@@ -146,8 +146,8 @@ def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def open_store(state_url: str | None, data_dir: Path, *,
                idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
-    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
-    (also `rediss://`, `unix://`). Raises IceError(code="invalid_state_url") for anything else."""
+    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, `redis://...`
+    (also `rediss://`, `unix://`) or `postgresql://...` (also `postgres://`). Raises IceError(code="invalid_state_url") for anything else."""
     path = sqlite_file(state_url, data_dir)
     if path is not None:
         return RunStore(path, idempotency_key_seconds=idempotency_key_seconds)
@@ -160,7 +160,12 @@ def open_store(state_url: str | None, data_dir: Path, *,
         from ice_mcp.store.redis import RedisRunStore
 
         return RedisRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
-    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB or sqlite:///PATH",
+    if scheme in ("postgresql", "postgres"):
+        from ice_mcp.store.postgres import PostgresRunStore  # psycopg loads only when asked for
+
+        return PostgresRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
+    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB,"
+                   " postgresql://USER@HOST:PORT/DB or sqlite:///PATH",
                    code="invalid_state_url", details={"scheme": scheme})
 
 

@@ -36,7 +36,7 @@ def test_open_store_picks_the_store_by_url(tmp_path: Path, redis_url: str) -> No
         assert isinstance(shared, RedisRunStore) and shared.shared
     finally:
         shared.close()
-    for bad in ("postgres://db/x", "sqlite://", "nonsense"):
+    for bad in ("mysql://db/x", "sqlite://", "nonsense"):
         with pytest.raises(IceError) as caught:
             open_store(bad, tmp_path)
         assert caught.value.code == "invalid_state_url"
