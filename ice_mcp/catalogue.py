@@ -9,6 +9,7 @@ from typing import Any
 
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport, nearest
 from ice_mcp.blueprint.models import Blueprint
+from ice_mcp.blueprint.pinning import pin
 from ice_mcp.core.blueprints import check_blueprint, compile_plan
 from ice_mcp.core.effects import graph_effects
 from ice_mcp.core.executor import NodeType
@@ -54,8 +55,12 @@ class Catalogue:
     # -- plans ----------------------------------------------------------------------------------------
 
     def validate(self, source: Target) -> ValidationReport:
-        """Every problem at once, as structured issues, plus a cost estimate. Never raises."""
-        return check_blueprint(source, self._services, self._node_types, self._unavailable)[0]
+        """Every problem at once, as structured issues (each with the document path it concerns, and its line
+        and column when `source` is text), plus a cost estimate. Never raises."""
+        report = check_blueprint(source, self._services, self._node_types, self._unavailable)[0]
+        if isinstance(source, Mapping) or (isinstance(source, str) and _is_document_text(source)):
+            return pin(report, source)
+        return report
 
     def compile(self, source: Target) -> Plan:
         """The plan of a blueprint; raises BlueprintInvalid. A Blueprint object is compiled once."""
@@ -102,25 +107,29 @@ class Catalogue:
 
     # -- registration ---------------------------------------------------------------------------------
 
-    def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
-                           ) -> Blueprint:
+    def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None,
+                           text: str | None = None) -> Blueprint:
         """Register a workflow, replacing one of the same name; one registered at run time
-        (`origin="runtime"`) is kept in the store as a new version unless it is the same. Raises BlueprintInvalid."""
+        (`origin="runtime"`) is kept in the store as a new version unless it is the same, with the document
+        `text` it came from (JSON/YAML text given as `source` is its own). Raises BlueprintInvalid."""
         plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
+        if text is None and isinstance(source, str) and _is_document_text(source):
+            text = source
         if origin == "runtime" and version is None and self._store is not None:
-            version = self._store_version(plan)
+            version = self._store_version(plan, text)
         plan.version = version
         entry = self.registry.add_workflow(plan.blueprint, origin)
         entry.plan, entry.version = plan, version
         return plan.blueprint
 
-    def _store_version(self, plan: Plan) -> int:
+    def _store_version(self, plan: Plan, text: str | None) -> int:
         assert self._store is not None
         name, source = plan.name, plan.source()
         versions = self._store.blueprint_versions(name)
-        if versions and versions[-1].source == source and name in self.registry.workflows:
-            return versions[-1].version  # the same blueprint again: no new version
-        return self._store.save_blueprint(name, source)
+        if (versions and versions[-1].source == source and text in (None, versions[-1].text)
+                and name in self.registry.workflows):
+            return versions[-1].version  # the same blueprint (and text) again: no new version
+        return self._store.save_blueprint(name, source, text)
 
     def remove_workflow(self, name: str) -> bool:
         """Unregister a workflow; one registered at run time is deleted from the store for good."""
@@ -185,6 +194,11 @@ class Catalogue:
 
 def _is_name(text: str) -> bool:
     return text.isidentifier() and "\n" not in text
+
+
+def _is_document_text(source: str) -> bool:
+    """JSON or YAML text rather than a file's path or a workflow's name (as `read_document` tells them apart)."""
+    return "\n" in source or source.lstrip().startswith(("{", "["))
 
 
 class _EffectsReader:

@@ -51,6 +51,7 @@ from ice_mcp.tools.builtin import register_builtin_tools
 from ice_mcp.tools.registry import Registry
 from ice_mcp.tools.upstream_config import load_configs
 from ice_mcp.types import Effects
+from ice_mcp.versions import BlueprintVersions
 
 if TYPE_CHECKING:
     from ice_mcp.tools.upstream import Upstreams
@@ -59,7 +60,7 @@ logger = logging.getLogger(__name__)
 RETENTION_SECONDS = 3600.0  # how often a server deletes the runs past ICE_MCP_RETENTION_DAYS
 
 
-class Orchestrator(NetworkRuns):
+class Orchestrator(NetworkRuns, BlueprintVersions):
     """Everything a server or a script needs, wired explicitly.
 
     `registry`: the tools, agents and workflows it runs (default: a fresh one; the built-in tools are
@@ -155,10 +156,9 @@ class Orchestrator(NetworkRuns):
 
     def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
                            ) -> Blueprint:
-        """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid.
-
-        Registered at run time (`origin="runtime"`), it is kept in the run store as a new version
-        and comes back when a server starts on the same data folder."""
+        """Validate and register a workflow (replacing one of the same name); raises BlueprintInvalid. Registered
+        at run time (`origin="runtime"`), it is kept in the run store as a new version (versions.py: its history,
+        diffs, rollbacks) and comes back when a server starts on the same data folder."""
         blueprint = self._catalogue.register_blueprint(source, origin=origin, version=version)
         self.schedules.declare(blueprint.name, blueprint.schedules)  # its `schedules:`, checked (ScheduleInvalid) and kept in the store
         return blueprint

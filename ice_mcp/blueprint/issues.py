@@ -14,9 +14,12 @@ N = TypeVar("N", int, float)
 class ValidationIssue(BaseModel):
     code: str
     message: str
-    node_id: str | None = None
-    field: str | None = None
+    node_id: str | None = None  # the node it concerns (the innermost, inside loops and branches)
+    field: str | None = None  # the field of that node (or of the blueprint, without a node), dotted
     suggestion: str | None = None
+    path: str | None = None  # a JSON pointer to what it concerns in the document: /nodes/2/tool_args/path
+    line: int | None = None  # where that is in the document's text (1-based), when it was given as text
+    column: int | None = None
 
 
 class CostEstimate(BaseModel):

@@ -165,7 +165,8 @@ FORMS: dict[str, Form] = {
                          "which cases changed between two versions on a dataset"),
 }
 GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedules": "schedules kept in the run store",
-              "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed", "evals": "kept evaluations"}
+              "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed",
+              "evals": "kept evaluations", "blueprints": "the versions kept of workflows registered at run time"}
 
 
 def _add_builtin_commands(commands: Any) -> None:
@@ -197,15 +198,15 @@ def _add_builtin_commands(commands: Any) -> None:
 
 
 def _schema_arguments(parser: argparse.ArgumentParser, schema: dict[str, Any], flags: tuple[str, ...] = ()) -> None:
-    """Required strings are positional (except `flags`); every other property is `--its-name`, typed as its
-    schema says."""
+    """Required strings and integers are positional (except `flags`); every other property is `--its-name`,
+    typed as its schema says."""
     required = set(schema.get("required") or ())
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type")
         # Every option has a help text, even where a tool's schema does not describe the input.
         help_text = prop.get("description") or f"the tool's {name!r} input ({kind or 'JSON'})"
-        if name in required and kind == "string" and name not in flags:
-            parser.add_argument(name, help=help_text)
+        if name in required and kind in ("string", "integer") and name not in flags:
+            parser.add_argument(name, type=int if kind == "integer" else str, help=help_text)
         elif kind == "boolean":
             parser.add_argument(f"--{name.replace('_', '-')}", dest=name, action="store_true", default=None,
                                 help=help_text)

@@ -13,8 +13,10 @@ import contextlib
 import re
 from typing import Any
 
+from ice_mcp.blueprint.pinning import pin
 from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
+from ice_mcp.operations.blueprint_tools import BLUEPRINT_TOOLS
 from ice_mcp.operations.documents import parse_document
 from ice_mcp.operations.draft_tools import DRAFT_TOOLS
 from ice_mcp.operations.eval_tools import EVAL_TOOLS
@@ -156,7 +158,9 @@ async def ui_link(call: BuiltinCall) -> Answer:
 
 async def _checked(call: BuiltinCall) -> Any:
     # Parsing and compiling a large blueprint takes longer than an event-loop turn: a thread does it.
-    return await asyncio.to_thread(lambda: call.orc.validate(parse_document(call.args["blueprint"])))
+    blueprint = call.args["blueprint"]
+    report = await asyncio.to_thread(lambda: call.orc.validate(parse_document(blueprint)))
+    return pin(report, blueprint) if isinstance(blueprint, str) else report  # issues' lines in the text
 
 
 async def blueprint_validate(call: BuiltinCall) -> Answer:
@@ -343,6 +347,7 @@ BUILTINS: tuple[BuiltinTool, ...] = (
     *HOOK_TOOLS,
     *NOTIFY_TOOLS,
     *EVAL_TOOLS,
+    *BLUEPRINT_TOOLS,
 )
 
 BY_NAME: dict[str, BuiltinTool] = {tool.name: tool for tool in BUILTINS}

@@ -139,8 +139,12 @@ _SUMMARY = _obj({"run_id": {"type": "string"}, "workflow": {"type": "string"}, "
                  "started_at": _STRING_OR_NULL, "finished_at": _STRING_OR_NULL, "duration_ms": _NUMBER_OR_NULL,
                  "cost_usd": _NUMBER_OR_NULL})
 RUN_LIST_SCHEMA = _obj({"runs": _array(_SUMMARY), "next_cursor": _STRING_OR_NULL}, ["runs"])
+_INT_OR_NULL = {"type": ["integer", "null"]}
 _ISSUES = _array(_obj({"code": {"type": "string"}, "message": {"type": "string"}, "node_id": _STRING_OR_NULL,
-                       "suggestion": _STRING_OR_NULL}))
+                       "field": _STRING_OR_NULL, "suggestion": _STRING_OR_NULL,
+                       "path": {**_STRING_OR_NULL, "description": "JSON pointer to what it concerns: /nodes/2/code"},
+                       "line": {**_INT_OR_NULL, "description": "1-based, in the blueprint's text (given as text)"},
+                       "column": _INT_OR_NULL}))
 _REPORT_PROPERTIES: dict[str, Any] = {"ok": {"type": "boolean"}, "errors": _ISSUES, "warnings": _ISSUES,
                                       "estimate": _ANY_OBJECT}
 REPORT_SCHEMA = _obj(_REPORT_PROPERTIES, ["ok", "errors", "warnings"])

@@ -60,7 +60,7 @@ class StoredBlueprint:
     version: int
     source: dict[str, Any]
     created_at: float
-    text: str | None = None
+    text: str | None = None  # the document text it was registered from (YAML or JSON, comments and all), if any
 
 
 @dataclass(slots=True)
@@ -168,7 +168,7 @@ class Secrets(Protocol):
 class BlueprintStore(Protocol):
     """The blueprints registered at run time, each name's versions kept. The stores' own classes."""
 
-    def save_blueprint(self, name: str, source: dict[str, Any]) -> int: ...
+    def save_blueprint(self, name: str, source: dict[str, Any], text: str | None = None) -> int: ...
     def delete_blueprint(self, name: str) -> bool: ...
     def blueprints(self) -> builtins.list[StoredBlueprint]: ...
     def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]: ...

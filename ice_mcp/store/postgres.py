@@ -375,7 +375,7 @@ class PostgresRunStore(PgSchedules, PgHooks, PgOutbox, PgLimits, PgRoom, QueuedW
 
     # -- registered blueprints ------------------------------------------------------------------
 
-    def save_blueprint(self, name: str, source: dict[str, Any], *, text: str | None = None) -> int:
+    def save_blueprint(self, name: str, source: dict[str, Any], text: str | None = None) -> int:
         """Store a new version of a registered blueprint (`text`: the document as its editor saved it, kept byte
         for byte); returns its version number."""
         with self._tx() as conn:

@@ -13,7 +13,7 @@ Layout (every key under a prefix, `ice_mcp:` by default):
   spend               hash caller -> dollars spent in all (HINCRBYFLOAT: atomic across replicas)
   blob:{sha256}       a large Temporal payload that travels by reference
   secret:{name}       a random key every replica shares (the one sealing multi-round requestState)
-  blueprint:{name}    hash version -> {source, created_at}; blueprint_versions, blueprints, deleted_blueprints
+  blueprint:{name}    hash version -> {source, created_at, text?}; blueprint_versions, blueprints, deleted_blueprints
   signals             a pub/sub channel: cancel requests, blueprint changes and answers, heard by every replica
   schedule:{id}, schedules, firings:{id}, firing:{id}, scheduler_alive   schedules (see redis_schedules)
 Records and events are written by the writer thread, one MULTI transaction per batch, so a reader
@@ -489,8 +489,9 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
     # -- registered blueprints ------------------------------------------------------------------
 
     @unavailable
-    def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
-        version = int(self._save_bp(args=[self.prefix, name, dumps({"source": source, "created_at": time.time()})]))
+    def save_blueprint(self, name: str, source: dict[str, Any], text: str | None = None) -> int:
+        entry = {"source": source, "created_at": time.time(), **({"text": text} if text is not None else {})}
+        version = int(self._save_bp(args=[self.prefix, name, dumps(entry)]))
         self._publish("blueprint", name)
         return version
 
@@ -515,14 +516,15 @@ class RedisRunStore(RedisSchedules, RedisHooks, RedisOutbox, RedisLimits, Queued
         for name, version, text in zip(names, versions, pipe.execute(), strict=True):
             if text is not None:
                 entry = loads(text)
-                kept.append(StoredBlueprint(name, int(version), entry["source"], entry["created_at"]))
+                kept.append(StoredBlueprint(name, int(version), entry["source"], entry["created_at"], entry.get("text")))
         return kept
 
     @unavailable
     def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]:
         rows = self._redis.hgetall(self._key("blueprint", name))
         found = sorted(((int(version), loads(text)) for version, text in rows.items()), key=lambda pair: pair[0])
-        return [StoredBlueprint(name, version, entry["source"], entry["created_at"]) for version, entry in found]
+        return [StoredBlueprint(name, version, entry["source"], entry["created_at"], entry.get("text"))
+                for version, entry in found]
 
     def close(self) -> None:
         """Finish pending writes (bounded), stop the writer and the signal listeners, close the connections."""

@@ -47,7 +47,8 @@ from ice_mcp.store.sqlite_schedules import SCHEDULE_SCHEMA, SqliteSchedules
 
 __all__ = ["Owner", "RunStorage", "RunStore", "StoredBlueprint", "StoredRun", "dumps", "loads", "open_store"]
 
-SCHEMA_VERSION = 7  # 5: schedules, firings, scheduler; 6: runs' principals; 7: run summaries, list indexes
+SCHEMA_VERSION = 8  # 5: schedules, firings, scheduler; 6: runs' principals; 7: run summaries, list indexes;
+# 8: blueprint versions' document texts
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -70,6 +71,7 @@ CREATE TABLE IF NOT EXISTS blueprints (
     source TEXT NOT NULL,
     created_at REAL NOT NULL,
     deleted INTEGER NOT NULL DEFAULT 0,
+    text TEXT,
     PRIMARY KEY (name, version)
 );
 CREATE TABLE IF NOT EXISTS owners (
@@ -237,6 +239,8 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
             self._read.execute("ALTER TABLE schedules ADD COLUMN principal TEXT")  # schema 6
         if "data" not in {row[1] for row in self._read.execute("PRAGMA table_info(signals)")}:
             self._read.execute("ALTER TABLE signals ADD COLUMN data TEXT")  # answers (schema 4)
+        if "text" not in {row[1] for row in self._read.execute("PRAGMA table_info(blueprints)")}:
+            self._read.execute("ALTER TABLE blueprints ADD COLUMN text TEXT")  # document texts (schema 8)
         self._read.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- writes ---------------------------------------------------------------------------------
@@ -490,15 +494,16 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
 
     # -- registered blueprints ------------------------------------------------------------------
 
-    def save_blueprint(self, name: str, source: dict[str, Any]) -> int:
-        """Store a new version of a registered blueprint; returns its version number."""
+    def save_blueprint(self, name: str, source: dict[str, Any], text: str | None = None) -> int:
+        """Store a new version of a registered blueprint (with the document text it came from); returns its
+        version number."""
         with self._read_lock:
             self._read.execute("BEGIN IMMEDIATE")
             try:
                 (last,) = self._read.execute("SELECT COALESCE(MAX(version), 0) FROM blueprints WHERE name = ?",
                                              (name,)).fetchone()
-                self._read.execute("INSERT INTO blueprints (name, version, source, created_at) VALUES (?, ?, ?, ?)",
-                                   (name, last + 1, dumps(source), time.time()))
+                self._read.execute("INSERT INTO blueprints (name, version, source, created_at, text)"
+                                   " VALUES (?, ?, ?, ?, ?)", (name, last + 1, dumps(source), time.time(), text))
                 self._read.execute("COMMIT")
             except BaseException:
                 self._read.execute("ROLLBACK")
@@ -516,14 +521,15 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
 
     def blueprints(self) -> builtins.list[StoredBlueprint]:
         """The current version of every registered blueprint that was not deleted."""
-        rows = self._rows("SELECT name, version, source, created_at FROM blueprints b WHERE deleted = 0 AND"
+        rows = self._rows("SELECT name, version, source, created_at, text FROM blueprints b WHERE deleted = 0 AND"
                           " version = (SELECT MAX(version) FROM blueprints WHERE name = b.name) ORDER BY name")
-        return [StoredBlueprint(name, version, loads(source), created) for name, version, source, created in rows]
+        return [StoredBlueprint(name, version, loads(source), created, text)
+                for name, version, source, created, text in rows]
 
     def blueprint_versions(self, name: str) -> builtins.list[StoredBlueprint]:
-        rows = self._rows("SELECT name, version, source, created_at FROM blueprints WHERE name = ? ORDER BY version",
-                          (name,))
-        return [StoredBlueprint(n, version, loads(source), created) for n, version, source, created in rows]
+        rows = self._rows("SELECT name, version, source, created_at, text FROM blueprints WHERE name = ?"
+                          " ORDER BY version", (name,))
+        return [StoredBlueprint(n, version, loads(source), created, text) for n, version, source, created, text in rows]
 
     def close(self) -> None:
         """Finish pending writes (bounded), stop the writer, close the database."""

@@ -309,3 +309,11 @@ def test_a_new_runs_record_outlives_its_process_killed_right_after_create(url: s
     child.join(60)
     assert child.exitcode == -9
     assert [run_id for run_id in run_ids if store.run(run_id) is None] == []
+
+
+def test_blueprint_versions_keep_their_document_text(store: RunStorage, other: RunStorage) -> None:
+    text = "# kept as written\nname: t\nnodes: []\n"
+    assert store.save_blueprint("t", {"name": "t", "nodes": []}, text) == 1
+    assert other.save_blueprint("t", {"name": "t", "nodes": [], "description": "d"}) == 2
+    assert [(v.version, v.text) for v in other.blueprint_versions("t")] == [(1, text), (2, None)]
+    assert [(b.version, b.text) for b in other.blueprints() if b.name == "t"] == [(2, None)]

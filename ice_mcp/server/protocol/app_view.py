@@ -52,10 +52,15 @@ def _inlined(match: re.Match[str]) -> str:
     return f"<{tag}{attributes}>\n{text}</{tag}>"
 
 
+def inlined_html(template: str) -> str:
+    """A static/ template with every `data-inline` style and script filled from static/ (the editor's App too)."""
+    return _INLINE.sub(_inlined, (STATIC / template).read_text(encoding="utf-8"))
+
+
 @functools.cache
 def run_view_html() -> str:
     """The App's document: the template with every `data-inline` style and script filled from static/."""
-    return _INLINE.sub(_inlined, (STATIC / TEMPLATE).read_text(encoding="utf-8"))
+    return inlined_html(TEMPLATE)
 
 
 def run_view_resource() -> types.Resource:

@@ -11,12 +11,14 @@ import mcp_types as types
 from mcp import MCPError
 
 from ice_mcp.errors import IceError
+from ice_mcp.operations.blueprint_tools import EDITOR_URI
 from ice_mcp.operations.diagram import mermaid
 from ice_mcp.operations.documents import blueprint_files, blueprint_json, doc_files, first_line
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.principals import isolated
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.app_view import RUN_VIEW_URI, read_run_view, run_view_resource
+from ice_mcp.server.protocol.editor_app import editor_resource, read_editor
 from ice_mcp.server.protocol.envelope import to_json
 
 RESOURCE_NOT_FOUND = -32002
@@ -87,11 +89,14 @@ class Resources:
             out.append(resource("schedules", SCHEDULES_URI, "application/json", title="Schedules",
                                 description="Every schedule with its next fires, and when a server last fired them."))
         out.append(run_view_resource())
+        out.append(editor_resource())
         return out
 
     def read(self, uri: str) -> types.ReadResourceResult:
         if uri == RUN_VIEW_URI:
             return read_run_view()
+        if uri == EDITOR_URI:
+            return read_editor()
         match = _URI.match(uri)
         if uri == SCHEDULES_URI and self._orc.store is not None:
             text, mime = to_json(self._orc.schedules.list()), "application/json"

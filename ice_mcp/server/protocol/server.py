@@ -31,6 +31,7 @@ from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.app_view import RunViewApp, with_run_view
 from ice_mcp.server.protocol.calls import ToolCalls
 from ice_mcp.server.protocol.catalogue import Catalogue
+from ice_mcp.server.protocol.editor_app import with_editor
 from ice_mcp.server.protocol.envelope import error_result
 from ice_mcp.server.protocol.follow import CallAnswer, CallWay
 from ice_mcp.server.protocol.listen import Listen
@@ -141,7 +142,7 @@ def build_server(orc: Orchestrator, options: ServerOptions | None = None) -> Ice
         request = _request(ctx)
         scopes = principal_of(request).scopes if options.oauth is not None else None  # OAuth: what it may call
         tools = catalogue.listed(admin=may_administer(request, options), scopes=scopes)
-        return types.ListToolsResult(tools=with_run_view(tools))  # the MCP App on the tools that start runs
+        return types.ListToolsResult(tools=with_editor(with_run_view(tools)))  # the MCP Apps on their tools
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> CallAnswer:
         remember(ctx)
