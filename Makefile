@@ -28,6 +28,7 @@ setup: $(VENV)/.run-installed
 test-setup: $(VENV)/.test-installed
 	bash scripts/setup_sandbox.sh
 	bash scripts/setup_llm.sh
+	bash scripts/setup_postgres.sh
 	bash scripts/setup_mcp.sh
 	bash scripts/setup_ui.sh
 	bash scripts/setup_promtool.sh
@@ -58,7 +59,7 @@ test-fast: test-setup
 lint: $(VENV)/.test-installed check
 
 check:
-	$(VENV)/bin/ruff check ice_mcp tests bench scripts
+	$(VENV)/bin/ruff check ice_mcp ice_mcp_dev tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 

@@ -26,7 +26,9 @@ from pathlib import Path
 
 import httpx2
 
-from ice_mcp.server.cluster import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # ice_mcp_dev: in the checkout, not installed
+
+from ice_mcp_dev.cluster import (
     Child,
     McpServer,
     RedisProcess,

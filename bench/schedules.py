@@ -38,7 +38,9 @@ from typing import Any
 
 import httpx2
 
-from ice_mcp.server.cluster import Child, McpServer, RedisProcess
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # ice_mcp_dev: in the checkout, not installed
+
+from ice_mcp_dev.cluster import Child, McpServer, RedisProcess
 
 TOOLS = Path(__file__).with_name("schedule_tools.py")
 TICK = {"name": "tick", "nodes": [{"id": "stamp", "type": "tool", "tool_name": "stamp",

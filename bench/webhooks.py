@@ -28,8 +28,10 @@ from pathlib import Path
 import httpx2
 from standardwebhooks import Webhook
 
-from ice_mcp.server.cluster import Child, McpServer, RedisProcess, free_port
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # ice_mcp_dev: in the checkout, not installed
+
 from ice_mcp.store.sqlite import open_store
+from ice_mcp_dev.cluster import Child, McpServer, RedisProcess, free_port
 
 ONE_NODE = {"name": "received", "inputs": {"type": "object", "properties": {"n": {"type": "integer"}}},
             "nodes": [{"id": "r", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "ok"}}]}

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from ice_mcp.blueprint.issues import ValidationIssue
 from ice_mcp.bundled import bundled_dir
+from ice_mcp.nodes import builtin_node_types
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.settings import Settings
-from ice_mcp.tools.modules import import_tool_modules
+from ice_mcp.tools.modules import declared_node_types, import_tool_modules
 from ice_mcp.tools.registry import DEFAULT_REGISTRY
 
 
@@ -18,12 +19,14 @@ def build_orchestrator(settings: Settings, *, tools: Iterable[str] = (), store_o
     """The orchestrator a command, a server, a worker or the run view runs with, built from its settings.
 
     `tools`: the `--tools` modules (and ICE_MCP_TOOLS), imported; the tools their `@tool` collected go into this
-    orchestrator's own registry, a copy of the default one. `store_only`: the run store read directly (`runs list`,
+    orchestrator's own registry, a copy of the default one, and their `NODE_TYPES` beside the built-in node types. `store_only`: the run store read directly (`runs list`,
     `runs show`, `trace export`): no module imported, a registry of the built-in tools only."""
     if store_only:
         return Orchestrator(settings=settings)
-    import_tool_modules(tools)
-    return Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy())  # the --tools modules' @tools
+    extra = declared_node_types(import_tool_modules(tools))
+    builtins, _ = builtin_node_types()
+    return Orchestrator(settings=settings, registry=DEFAULT_REGISTRY.copy(),  # the --tools modules' @tools
+                        node_types=[*builtins, *extra] if extra else None)
 
 
 def load_blueprint_folders(orc: Orchestrator, folders: Iterable[Path | str], *, templates: bool = False

@@ -80,8 +80,9 @@ class Orchestrator(NetworkRuns, BlueprintVersions):
         self.services = Services(self.registry, self.settings)
         if llm is not None:
             self.services.llm = llm
-        types, self.unavailable_node_types = (builtin_node_types() if node_types is None
-                                              else (list(node_types), {}))
+        builtins, unavailable = builtin_node_types()
+        types = builtins if node_types is None else list(node_types)
+        self.unavailable_node_types = {k: why for k, why in unavailable.items() if k not in {t.name for t in types}}
         self.node_types: dict[str, NodeType] = {node_type.name: node_type for node_type in types}
         if store is None and (self.settings.persist_runs or self.settings.state_url):
             store = open_store(self.settings.state_url, self.settings.data_dir,

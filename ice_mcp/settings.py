@@ -27,7 +27,7 @@ class Settings:
     http_timeout_seconds: float = 30.0
     memory_backend: str = "memory"
     persist_runs: bool = True
-    state_url: str | None = None  # a shared run store (redis://HOST:PORT/DB) instead of SQLite in data_dir
+    state_url: str | None = None  # a shared run store (redis://HOST:PORT/DB, postgresql://...) instead of SQLite in data_dir
     max_concurrent_runs: int | None = None  # runs this process executes at once; more wait for a slot
     sandbox_expressions: bool = False  # evaluate conditions and convergence in the WASM sandbox
     caller_budget_usd: float | None = None  # what one caller (an MCP client's token) may spend in all

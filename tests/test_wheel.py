@@ -72,6 +72,20 @@ def test_the_wheel_carries_the_bundled_files(installed: Path, tmp_path: Path) ->
     assert found["samples"] == sorted(p.name for p in (ROOT / "examples").iterdir())  # what a new workspace gets
 
 
+def test_the_checkouts_own_tools_stay_out_of_the_wheel(installed: Path, tmp_path: Path) -> None:
+    """The conformance fixtures and the dev cluster live in ice_mcp_dev/, in a checkout only: the wheel has neither,
+    and their commands say where they come from instead of failing with a traceback."""
+    site = Path(run(installed / "bin" / "python", "-c", "import ice_mcp; print(ice_mcp.__file__)", cwd=tmp_path,
+                    env=clean_env(tmp_path)).strip()).parents[1]
+    assert not (site / "ice_mcp_dev").exists() and not (site / "ice_mcp" / "conformance").exists()
+    assert not (site / "ice_mcp" / "server" / "cluster.py").exists()
+    for command in (["dev-cluster", "--port", "0"], ["serve", "--http", "--port", "0", "--conformance-fixtures"]):
+        done = subprocess.run([installed / "bin" / "ice-mcp", *command], cwd=tmp_path, env=clean_env(tmp_path),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and "needs_checkout" in done.stderr and "source checkout" in done.stderr, done
+        assert "Traceback" not in done.stderr
+
+
 async def test_installed_server_lists_templates_docs_and_prompts(installed: Path, tmp_path: Path) -> None:
     templates = sorted(p.stem for p in (ROOT / "blueprints").glob("*.json"))
     docs = sorted(p.stem for p in (ROOT / "resources").glob("*.md"))

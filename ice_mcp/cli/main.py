@@ -18,6 +18,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ice_mcp.cli.evals import compare_arguments, eval_arguments, run_compare, run_eval
+from ice_mcp.cli.state import add_state_commands
 from ice_mcp.cli.trace import add_trace_commands
 from ice_mcp.errors import BlueprintInvalid, IceError
 from ice_mcp.observability import tracing
@@ -47,7 +49,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="register every blueprint in this folder (repeatable)")
     parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="the run store a cluster shares instead of the data folder: "
-                                                       "redis://HOST:PORT/DB or sqlite:///FILE (ICE_MCP_STATE)")
+                                                       "redis://HOST:PORT/DB, postgresql://USER@HOST:PORT/DB or sqlite:///FILE "
+                                                       "(ICE_MCP_STATE)")
     parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)
     add_upstream_arguments(parser)
 
@@ -89,6 +92,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     _add_extension_commands(commands)
     add_trace_commands(commands)
+    add_state_commands(commands)
     complete_help(parser)  # options defined elsewhere (the run view's `ui`) get their help and default too
     return parser
 
@@ -154,10 +158,15 @@ FORMS: dict[str, Form] = {
     "run_status": Form(_show_arguments, lambda args: _local_runs(args, _show_run), "one run's record"),
     "run_retry": Form(_retry_arguments, lambda args: asyncio.run(_retry(args)),
                       "run a finished run again as a new run, reusing every node it finished"),
+    "eval_run": Form(eval_arguments, lambda args: run_eval(args, make_orchestrator),
+                     "evaluate a workflow on a dataset, failing cases first (`eval drafting`: the drafting "
+                     "benchmark, see `ice-mcp eval drafting --help`)"),
+    "eval_compare": Form(compare_arguments, lambda args: run_compare(args, make_orchestrator),
+                         "which cases changed between two versions on a dataset"),
 }
 GROUP_HELP = {"runs": "recorded runs", "network": "network manifests", "schedules": "schedules kept in the run store",
               "webhooks": "inbound webhooks that start workflows", "notify": "where finished runs are POSTed",
-              "blueprints": "the versions kept of workflows registered at run time"}
+              "evals": "kept evaluations", "blueprints": "the versions kept of workflows registered at run time"}
 
 
 def _add_builtin_commands(commands: Any) -> None:
@@ -554,7 +563,12 @@ def _dispatch(argv: Sequence[str] | None, collecting: bool = False) -> int:
     from ice_mcp.server.cli import apply_default_workspace
 
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(words[0] if words else None).parse_args(words)
+    if words[:2] == ["eval", "drafting"]:  # the benchmark, beside `eval TARGET` (a workflow's evaluation)
+        from ice_mcp.drafting.benchmark import drafting_parser
+
+        args = drafting_parser().parse_args(words[2:])
+    else:
+        args = build_parser(words[0] if words else None).parse_args(words)
     apply_default_workspace(args)
     resume_gc = gc.enable if collecting else _gc_unchanged
     if "resume_gc" in vars(args):  # `serve`: turns the collector on itself, once it is up (ice_mcp.server.cli)

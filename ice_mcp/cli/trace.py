@@ -50,7 +50,7 @@ def add_trace_commands(commands: Any) -> None:
     export.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the JSON here (default: stdout)")
     export.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
     export.add_argument("--state", metavar="URL", help="the run store a cluster shares instead of the data folder: "
-                                                       "redis://HOST:PORT/DB or sqlite:///FILE (ICE_MCP_STATE)")
+                                                       "redis://, postgresql:// or sqlite:///FILE (ICE_MCP_STATE)")
     export.set_defaults(handler=export_command)
 
 

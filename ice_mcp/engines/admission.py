@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 from ice_mcp.blueprint.models import Limits
 from ice_mcp.errors import IceError
-from ice_mcp.store.base import RunStorage
+from ice_mcp.store.base import RunStorage, threadsafe_set, watch_changes
 from ice_mcp.store.sqlite_limits import POLL_SECONDS
+
+NOTIFIED_POLL_SECONDS = 5.0  # at most this apart on a store that tells when a run ends (PostgreSQL's NOTIFY)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,16 @@ class AdmissionLine:
             line.wake.set()
 
     async def _poll(self, workflow: str, line: _Line) -> None:
+        """Ask until every run of the line was admitted; woken by a run ending here, or, on a store that tells
+        (PostgreSQL), by a run of `workflow` ending or being admitted in any process."""
+        unwatch = watch_changes(self.store, "admissions", workflow, threadsafe_set(line.wake))
+        try:
+            await self._ask(workflow, line, POLL_SECONDS if unwatch is None else NOTIFIED_POLL_SECONDS)
+        finally:
+            if unwatch is not None:
+                unwatch()
+
+    async def _ask(self, workflow: str, line: _Line, poll: float) -> None:
         while line.turns:
             line.wake.clear()
             try:
@@ -82,7 +94,7 @@ class AdmissionLine:
             if admitted is None:
                 with contextlib.suppress(TimeoutError):
                     # At most a poll apart: the store's clock, not ours, says when a minute's window moves on.
-                    await asyncio.wait_for(line.wake.wait(), min(wait, POLL_SECONDS))
+                    await asyncio.wait_for(line.wake.wait(), min(wait, poll))
         if self._lines.get(workflow) is line:
             del self._lines[workflow]
 

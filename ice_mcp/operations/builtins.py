@@ -18,6 +18,8 @@ from ice_mcp.errors import IceError
 from ice_mcp.network import NETWORK_ID_PREFIX, NetworkHandle
 from ice_mcp.operations.blueprint_tools import BLUEPRINT_TOOLS
 from ice_mcp.operations.documents import parse_document
+from ice_mcp.operations.draft_tools import DRAFT_TOOLS
+from ice_mcp.operations.eval_tools import EVAL_TOOLS
 from ice_mcp.operations.hook_tools import HOOK_TOOLS
 from ice_mcp.operations.notify_tools import NOTIFY_TOOLS
 from ice_mcp.operations.result_schemas import (
@@ -340,9 +342,11 @@ BUILTINS: tuple[BuiltinTool, ...] = (
         # What it runs is known only at call time: the hints are those of the most a workflow may do.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
         workflow_start, scope="run", output_schema=STARTED_SCHEMA, forwards_to_workflow=True, shows_run=True),
+    *DRAFT_TOOLS,
     *SCHEDULE_TOOLS,
     *HOOK_TOOLS,
     *NOTIFY_TOOLS,
+    *EVAL_TOOLS,
     *BLUEPRINT_TOOLS,
 )
 

@@ -30,7 +30,7 @@ from ice_mcp.schedules.timing import (
     slots_after,
     slots_between,
 )
-from ice_mcp.store.base import Leases, RunRecords, ScheduleStore
+from ice_mcp.store.base import Leases, RunRecords, ScheduleStore, threadsafe_set, watch_changes
 from ice_mcp.store.records import ACTIVE, NETWORK_ID_PREFIX
 from ice_mcp.store.schedules import Firing, Outcome, ScheduleRecord
 
@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 ON_TIME_SECONDS = 5.0  # a slot found later than this after it was due is a missed one: catch-up decides
 IDLE_SECONDS = 30.0  # with nothing due sooner, look again (a safety net: changes are watched for, below)
 WATCH_SECONDS = 0.5  # how often a sleeping loop reads the store's schedule generation (others' changes)
+NOTIFIED_WATCH_SECONDS = 5.0  # the same, a safety net only, on a store that tells of changes (PostgreSQL's NOTIFY)
 BUSY_SECONDS = 0.5  # while a buffered slot waits for a run to end
 MAX_SKEW_SECONDS = 1.0  # more between this machine's clock and the store's is worth a warning
 RETRY_SECONDS = 5.0  # after a failed tick (the store away)
@@ -120,6 +121,7 @@ class FiringLoop:
         self._planned = 0.0  # when the loop means to look again (store clock); a poke before that wakes it
         self._generation: int | None = None  # the store's schedule generation the last tick saw
         self._tick_began = time.monotonic()
+        self._watch_seconds = WATCH_SECONDS
 
     def start(self) -> None:
         if self._task is None:
@@ -138,6 +140,15 @@ class FiringLoop:
             self._wake.set()
 
     async def _run(self) -> None:
+        unwatch = watch_changes(self._store, "schedules", None, threadsafe_set(self._wake))
+        self._watch_seconds = WATCH_SECONDS if unwatch is None else NOTIFIED_WATCH_SECONDS
+        try:
+            await self._loop()
+        finally:
+            if unwatch is not None:
+                unwatch()
+
+    async def _loop(self) -> None:
         while True:
             try:
                 wake_at = await self.tick()
@@ -157,9 +168,11 @@ class FiringLoop:
     async def _wait(self, wake_at: float) -> None:
         """Until `wake_at`, a poke from this process, or a schedule changed by another process on the store
         (its generation moved): a schedule made on a replica that dies at once is still fired by the others."""
+        if self._watch_seconds > WATCH_SECONDS and self._changed():  # told during the tick
+            return
         while (delay := wake_at - self._clock()) > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, WATCH_SECONDS))
+                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, self._watch_seconds))
                 return
             if self._changed():
                 return

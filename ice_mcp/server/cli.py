@@ -23,7 +23,7 @@ from ice_mcp.bundled import SAMPLES_FOLDER, seed_workspace
 from ice_mcp.errors import IceError
 from ice_mcp.observability import tracing
 from ice_mcp.server.auth.resource_server import OAuthConfig
-from ice_mcp.server.cluster import add_dev_cluster_command
+from ice_mcp.server.dev_tools import CONFORMANCE_MODULE, add_dev_cluster_command, dev_module
 from ice_mcp.server.extensions import load_extension
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.web.serving import bind_listener, serve_http
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("ice_mcp.server")
 WORKSPACE_NAME = "ice-mcp-workspace"
-CONFORMANCE_MODULE = "ice_mcp.conformance"
 WORKSPACE_HELP = f"the only folder file tools may use (ICE_MCP_WORKSPACE; default ~/{WORKSPACE_NAME}, created, with " \
                  f"sample files in {SAMPLES_FOLDER}/ when new)"
 DATA_DIR_HELP = "where runs are kept (ICE_MCP_DATA_DIR; default ~/.local/share/ice_mcp, shared by every ice-mcp " \
@@ -136,7 +135,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", type=Path, help=DATA_DIR_HELP)
     parser.add_argument("--state", metavar="URL", help="keep runs, journals, keys, spend and blueprints in a store "
-                                                       "that replicas share: redis://HOST:PORT/DB (ICE_MCP_STATE)")
+                                                       "that replicas share: redis://HOST:PORT/DB or "
+                                                       "postgresql://USER@HOST:PORT/DB (ICE_MCP_STATE)")
     parser.add_argument("--max-runs", type=int, metavar="N", help="run at most N runs at once; more wait for a "
                                                                    "slot (ICE_MCP_MAX_RUNS)")
     parser.add_argument("--workspace", type=Path, help=WORKSPACE_HELP)
@@ -159,7 +159,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="import MODULE and call its extend(orchestrator, additions): MCP tools, resources "
                              "and prompts of its own (repeatable)")
     parser.add_argument("--conformance-fixtures", action="store_true",
-                        help="serve the MCP conformance suite's fixtures (the same as --extend ice_mcp.conformance)")
+                        help="serve the MCP conformance suite's fixtures (the same as --extend ice_mcp_dev.conformance)")
     parser.add_argument("--log-level", default=os.environ.get("ICE_MCP_LOG_LEVEL", "WARNING"), help=LOG_LEVEL_HELP)
     parser.add_argument("--log-file", type=Path, default=os.environ.get("ICE_MCP_LOG_FILE") or None,
                         help="append logs (everything the server writes to stderr) to this file")
@@ -239,7 +239,8 @@ async def server_orchestrator(args: argparse.Namespace, options: ServerOptions, 
     try:
         extensions = list(getattr(args, "extend", None) or [])
         if getattr(args, "conformance_fixtures", False):
-            extensions.append(CONFORMANCE_MODULE)  # imported by name: the server itself never depends on it
+            dev_module("conformance")  # found in the checkout (imported by name: the server never depends on it)
+            extensions.append(CONFORMANCE_MODULE)
         for module in extensions:
             load_extension(module, orc, options.additions)
         # Before any blueprint: validation (and resumed runs) need the upstream tools' schemas.

@@ -5,7 +5,7 @@ run). Some things are better answered by a handler of their own, in MCP terms: a
 content blocks or an `InputRequiredResult`, a fixed resource, a prompt. A module adds them to a
 `ServerAdditions` in its `extend(orc, additions)` function (`ice-mcp serve --extend MODULE`), and may ask
 that some registry entries be advertised under their bare names. The conformance suite's fixtures are one
-such module (`ice_mcp.conformance`).
+such module (`ice_mcp_dev.conformance`).
 """
 
 from __future__ import annotations

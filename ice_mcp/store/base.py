@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import dataclasses
 import functools
 import json
@@ -390,12 +391,16 @@ def process_alive(pid: int | None) -> bool:
 
 
 async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str, Any]]]],
-                         after: int) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
-    """What `RunStorage.follow` yields: the events `read(after)` finds past the last one seen, polled
-    every FOLLOW_POLL_SECONDS, in batches (an empty one each idle second); the caller stops following."""
+                         after: int, *, wake: asyncio.Event | None = None
+                         ) -> AsyncGenerator[builtins.list[dict[str, Any]], None]:
+    """What `RunStorage.follow` yields: the events `read(after)` finds past the last one seen, in batches (an
+    empty one each idle second); the caller stops following. Read again every FOLLOW_POLL_SECONDS, or, given a
+    `wake` the store sets when the journal grows (PostgreSQL's NOTIFY), as soon as it is set."""
     loop = asyncio.get_running_loop()
     quiet_since = loop.time()
     while True:
+        if wake is not None:
+            wake.clear()  # before the read: a write it misses sets it again
         events = await read(after)
         if events:
             after, quiet_since = events[-1]["seq"], loop.time()
@@ -403,7 +408,32 @@ async def follow_journal(read: Callable[[int], Awaitable[builtins.list[dict[str,
         elif loop.time() - quiet_since >= FOLLOW_IDLE_SECONDS:
             quiet_since = loop.time()
             yield []
-        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        if wake is None:
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        elif not events:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(0.0, quiet_since + FOLLOW_IDLE_SECONDS - loop.time()))
+
+
+def watch_changes(store: object, topic: Literal["journal", "schedules", "admissions"], key: str | None,
+                  wake: Callable[[], None]) -> Callable[[], None] | None:
+    """Have `wake()` called (from another thread) as soon as the store tells of a change of `topic` for `key` (a
+    run id, a workflow; None: any): PostgreSQL's NOTIFY (`on_change`). Returns what stops it; None when the store
+    tells of nothing, so its readers poll."""
+    on_change: Callable[[str, str | None, Callable[[], None]], Callable[[], None]] | None
+    on_change = getattr(store, "on_change", None)
+    return None if on_change is None else on_change(topic, key, wake)
+
+
+def threadsafe_set(event: asyncio.Event) -> Callable[[], None]:
+    """What sets `event` from any thread (on the running loop; nothing once that loop is gone)."""
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(event.set)
+
+    return wake
 
 
 def journal_text(events: builtins.list[Event]) -> str:

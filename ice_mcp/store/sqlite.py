@@ -148,8 +148,8 @@ def _run_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def open_store(state_url: str | None, data_dir: Path, *,
                idempotency_key_seconds: float = 24 * 3600.0) -> RunStorage:
-    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, or `redis://...`
-    (also `rediss://`, `unix://`). Raises IceError(code="invalid_state_url") for anything else."""
+    """The run store for `--state URL`: None (SQLite in `data_dir`), `sqlite:///PATH`, `redis://...`
+    (also `rediss://`, `unix://`) or `postgresql://...` (also `postgres://`). Raises IceError(code="invalid_state_url") for anything else."""
     path = sqlite_file(state_url, data_dir)
     if path is not None:
         return RunStore(path, idempotency_key_seconds=idempotency_key_seconds)
@@ -162,7 +162,12 @@ def open_store(state_url: str | None, data_dir: Path, *,
         from ice_mcp.store.redis import RedisRunStore
 
         return RedisRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
-    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB or sqlite:///PATH",
+    if scheme in ("postgresql", "postgres"):
+        from ice_mcp.store.postgres import PostgresRunStore  # psycopg loads only when asked for
+
+        return PostgresRunStore(state_url, idempotency_key_seconds=idempotency_key_seconds)
+    raise IceError(f"unknown state store {scheme or state_url!r}: use redis://HOST:PORT/DB,"
+                   " postgresql://USER@HOST:PORT/DB or sqlite:///PATH",
                    code="invalid_state_url", details={"scheme": scheme})
 
 
@@ -243,19 +248,17 @@ class RunStore(SqliteSchedules, SqliteHooks, SqliteOutbox, SqliteLimits, QueuedW
     def create(self, record: RunRecord, *, idempotency_key: str | None = None, owner: str | None = None,
                blueprint: dict[str, Any] | str | None = None, version: int | None = None,
                retry_of: str | None = None) -> str | None:
-        """Keep a new run's record, unless its unexpired idempotency key already started a run: that run's id.
-        A run with a key is written at once (the key's unique index decides between two processes); one
-        without is queued. An expired key passes to the new run."""
-        if not idempotency_key:
-            self.save(record, owner=owner, blueprint=blueprint, version=version, retry_of=retry_of)
-            return None
-        rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
-        if rows and rows[0][0] != record.run_id:
-            holder, started = rows[0]
-            if time.time() - (started or 0) <= self.key_seconds:
-                return str(holder)
-            with self._read_lock:
-                self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
+        """Keep a new run's record at once (its id may be handed out next, and a process killed after that
+        must not lose it), unless its unexpired idempotency key already started a run: that run's id. The key's
+        unique index decides between two processes; an expired key passes to the new run."""
+        if idempotency_key:
+            rows = self._rows("SELECT run_id, started_at FROM runs WHERE idempotency_key = ?", (idempotency_key,))
+            if rows and rows[0][0] != record.run_id:
+                holder, started = rows[0]
+                if time.time() - (started or 0) <= self.key_seconds:
+                    return str(holder)
+                with self._read_lock:
+                    self._read.execute("UPDATE runs SET idempotency_key = NULL WHERE run_id = ?", (holder,))
         try:
             with self._read_lock:
                 self._read.execute(_UPSERT_RUN, _run_row((record.run_id, record.workflow, record.status,

@@ -1,4 +1,5 @@
-"""Importing the user's tool modules (`--tools`, ICE_MCP_TOOLS): their `@tool`s land in DEFAULT_REGISTRY."""
+"""Importing the user's tool modules (`--tools`, ICE_MCP_TOOLS): their `@tool`s land in DEFAULT_REGISTRY, and a
+module's `NODE_TYPES` (a sequence of `NodeType`) are node types of its own for the orchestrator built with it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ice_mcp.errors import IceError
 
@@ -38,3 +40,12 @@ def import_tool_modules(modules: Iterable[str] = ()) -> list[str]:
             raise IceError(f"cannot import tools from {name!r}: {type(exc).__name__}: {exc}",
                            code="tools_import_error") from exc
     return names
+
+
+def declared_node_types(names: Iterable[str]) -> list[Any]:
+    """The `NODE_TYPES` of the imported modules `names` (as `import_tool_modules` returned them), in order."""
+    found: list[Any] = []
+    for name in names:
+        module = sys.modules.get(Path(name).stem if name.endswith(".py") else name)
+        found.extend(getattr(module, "NODE_TYPES", ()))
+    return found

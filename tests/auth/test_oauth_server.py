@@ -19,8 +19,8 @@ from oauth_client import HeadlessBrowser, mcp_client, oauth_provider
 
 from ice_mcp import Orchestrator, Registry, Settings
 from ice_mcp.server.auth.resource_server import OAuthConfig, TokenVerifier
-from ice_mcp.server.cluster import stateless_tool_call
 from ice_mcp.server.web.app import create_http_app
+from ice_mcp_dev.cluster import stateless_tool_call
 
 RAN: list[str] = []  # what the `counted` tool saw: a refused call must leave it empty
 FULL = ("ice:read", "ice:run")

@@ -6,6 +6,7 @@ Temporal runs them too: tests/temporal/test_toy_node_type_temporal.py."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,3 +134,23 @@ def test_a_type_is_placed_by_what_it_is_and_refused_when_it_misdescribes_itself(
         NodeType(name="bellow", execute=toy.execute_shout, model=toy.ShoutNode)
     with pytest.raises(ValueError, match="sub-graphs: they run in the workflow"):
         NodeType(name="twice", execute=toy.execute_twice, model=toy.TwiceNode, placement="activity")
+
+
+def test_the_command_line_runs_node_types_a_tools_module_declares(toy: ModuleType, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`--tools MODULE` brings the module's NODE_TYPES to every command that builds an orchestrator: here
+    `ice-mcp validate` and `ice-mcp run` of the toy blueprint; without it the type is unknown."""
+    from ice_mcp.cli import main
+
+    blueprint = tmp_path / "toy.json"
+    blueprint.write_text(json.dumps(TOY))
+    common = ["--data-dir", str(tmp_path / "data")]
+    assert main(["validate", str(blueprint), *common]) == 1
+    assert "unknown_node_type" in capsys.readouterr().err
+    assert main(["validate", str(blueprint), "--tools", toy.__name__, *common]) == 0
+    capsys.readouterr()
+    assert main(["run", str(blueprint), "-i", "word=hey", "--tools", toy.__name__, "--no-progress",
+                 *common]) == 0
+    envelope = json.loads(capsys.readouterr().out)
+    assert envelope["status"] == "succeeded" and envelope["outputs"]["top"] == "HEY!!", envelope

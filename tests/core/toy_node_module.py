@@ -60,3 +60,6 @@ async def execute_twice(call: NodeCall) -> NodeResult:
 
 # Runs only its body's nodes (which count as the workflow's own), deterministically: in the workflow on Temporal.
 TWICE_NODE = NodeType(name="twice", execute=execute_twice, effects=PURE, model=TwiceNode, placement="workflow")
+
+# What `--tools toy_nodes_x.nodes` adds beside the built-in node types, from the command line or a server.
+NODE_TYPES = (SHOUT_NODE, TWICE_NODE)

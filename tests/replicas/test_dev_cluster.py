@@ -20,7 +20,7 @@ import pytest
 from mcp_helpers import ROOT
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.cluster import TemporalDevServer, free_port
+from ice_mcp_dev.cluster import TemporalDevServer, free_port
 
 
 def rpc(url: str, method: str, **params: object) -> dict[str, object]:

@@ -33,6 +33,9 @@ def put_raw(store: RunStorage, hook_id: str, document: dict[str, Any]) -> None:
     redis = getattr(store, "_redis", None)
     if redis is not None:
         redis.hset(store._key("hooks"), hook_id, dumps(document))  # type: ignore[attr-defined]
+    elif getattr(store, "_pool", None) is not None:  # PostgreSQL
+        with store._conn() as conn:  # type: ignore[attr-defined]
+            conn.execute("INSERT INTO hooks (id, body) VALUES (%s, %s)", (hook_id, dumps(document)))
     else:
         with store._read_lock:  # type: ignore[attr-defined]
             store._read.execute("INSERT INTO hooks (id, body) VALUES (?, ?)",  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""MCP replicas as separate `ice-mcp serve --http --state redis://...` processes on one real Redis: any
+"""MCP replicas as separate `ice-mcp serve --http --state URL` processes on one real Redis or PostgreSQL: any
 replica answers for any run, streams its progress, cancels it, hears catalogue changes; and a client
 spreading 300 workflow calls over three replicas loses none when one is SIGKILLed and restarted, whether
 the replicas run the runs (embedded) or two `ice-mcp worker` processes do (Temporal)."""
@@ -20,7 +20,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import ADMIN, http_client, structured, subprocess_env
 
-from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv, stateless_tool_call
+from ice_mcp_dev.cluster import Child, TemporalDevServer, ice_mcp_argv, stateless_tool_call
 
 
 def chain(name: str, labels: list[str], seconds: float) -> dict[str, Any]:
@@ -85,8 +85,8 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, redis_url: str) -> Iterator[Replicas]:
-    made = Replicas(tmp_path, redis_url)
+def replicas(tmp_path: Path, shared_url: str) -> Iterator[Replicas]:
+    made = Replicas(tmp_path, shared_url)
     yield made
     made.stop()
 

@@ -19,7 +19,7 @@ import pytest
 from live import ServerProcess
 from mcp_helpers import subprocess_env
 
-from ice_mcp.server.cluster import Child, TemporalDevServer, ice_mcp_argv
+from ice_mcp_dev.cluster import Child, TemporalDevServer, ice_mcp_argv
 
 SLOTS = 20
 
@@ -29,7 +29,7 @@ def wait_until(moment: float) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["redis", "sqlite", "temporal"])
+@pytest.mark.parametrize("kind", ["redis", "postgresql", "sqlite", "temporal"])
 def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_path: Path,
                                                               request: pytest.FixtureRequest) -> None:
     marks = tmp_path / "marks.txt"
@@ -39,7 +39,7 @@ def test_three_servers_fire_every_slot_once_through_a_sigkill(kind: str, tmp_pat
     (folder / "tick.json").write_text(json.dumps({"name": "tick", "nodes": [
         {"id": "mark", "type": "tool", "tool_name": "mark", "tool_args": {"label": "{{ trigger.slot }}"}}]}))
     store = (["--data-dir", str(tmp_path / "data")] if kind == "sqlite"
-             else ["--state", str(request.getfixturevalue("redis_url"))])
+             else ["--state", str(request.getfixturevalue("postgres_url" if kind == "postgresql" else "redis_url"))])
     env = {"ICE_TEST_MARKS": str(marks), "ICE_MCP_LEASE_SECONDS": "5"}
     others: list[Child | TemporalDevServer] = []  # on Temporal: the dev server and two workers run the runs
     if kind == "temporal":

@@ -62,8 +62,8 @@ class Replicas:
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path, redis_url: str) -> AsyncIterator[Replicas]:
-    made = Replicas(tmp_path, redis_url)
+async def replicas(tmp_path: Path, shared_url: str) -> AsyncIterator[Replicas]:
+    made = Replicas(tmp_path, shared_url)
     yield made
     await made.close()
 
@@ -204,11 +204,11 @@ def asks(orc: Orchestrator, run_id: str) -> Callable[[], bool]:
     return lambda: (record := orc.get_run(run_id)) is not None and "ok" in record.questions
 
 
-@pytest.fixture(params=["redis", "sqlite"])
-async def two_replicas(request: pytest.FixtureRequest, tmp_path: Path,
-                       redis_url: str) -> AsyncIterator[tuple[Orchestrator, Orchestrator]]:
-    """Two replicas on one shared store, Redis or a SQLite file."""
-    made = Replicas(tmp_path, redis_url if request.param == "redis" else f"sqlite:///{tmp_path / 'shared.sqlite3'}")
+@pytest.fixture(params=["redis", "sqlite", "postgresql"])
+async def two_replicas(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Orchestrator, Orchestrator]]:
+    """Two replicas on one shared store: Redis, a SQLite file or PostgreSQL."""
+    made = Replicas(tmp_path, f"sqlite:///{tmp_path / 'shared.sqlite3'}" if request.param == "sqlite"
+                    else str(request.getfixturevalue("redis_url" if request.param == "redis" else "postgres_url")))
     try:
         yield await made.start(), await made.start()
     finally:

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from ice_mcp.errors import IceError
-from ice_mcp.server.cluster import free_port
 from ice_mcp.store.base import Owner, RunStorage, Signal
 from ice_mcp.store.events import EventLog
 from ice_mcp.store.records import RunRecord
 from ice_mcp.store.redis import RedisRunStore, redact
 from ice_mcp.store.sqlite import RunStore, open_store
+from ice_mcp_dev.cluster import free_port
 
 
 def record(run_id: str, workflow: str = "w", status: str = "running", started: float = 1_700_000_000.0) -> RunRecord:
@@ -36,7 +36,7 @@ def test_open_store_picks_the_store_by_url(tmp_path: Path, redis_url: str) -> No
         assert isinstance(shared, RedisRunStore) and shared.shared
     finally:
         shared.close()
-    for bad in ("postgres://db/x", "sqlite://", "nonsense"):
+    for bad in ("mysql://db/x", "sqlite://", "nonsense"):
         with pytest.raises(IceError) as caught:
             open_store(bad, tmp_path)
         assert caught.value.code == "invalid_state_url"
@@ -221,7 +221,7 @@ def test_redis_idempotency_keys_expire(redis_url: str) -> None:
 
 
 def test_a_redis_that_goes_away_is_a_clear_error(tmp_path: Path) -> None:
-    from ice_mcp.server.cluster import RedisProcess
+    from ice_mcp_dev.cluster import RedisProcess
 
     server = RedisProcess(tmp_path / "redis")
     server.start()
@@ -290,6 +290,25 @@ def test_processes_opening_a_new_data_folder_at_once_all_get_the_store(tmp_path:
         store = RunStore(path)
         assert store.get("none") is None
         store.close()
+
+
+def _create_then_die(url: str, folder: str, run_ids: list[str]) -> None:
+    opened = open_store(url, Path(folder))
+    for run_id in run_ids:
+        opened.create(record(run_id))
+    os.kill(os.getpid(), 9)  # SIGKILL right after the ids could have been handed out: no flush, no close
+
+
+def test_a_new_runs_record_outlives_its_process_killed_right_after_create(url: str, tmp_path: Path,
+                                                                          store: RunStorage) -> None:
+    """A run id handed out (a webhook's 202, a tool's answer) names a run every other process finds, even when
+    the process that made it is SIGKILLed the next instant."""
+    run_ids = [f"killed-{n}" for n in range(20)]
+    child = multiprocessing.get_context("fork").Process(target=_create_then_die, args=(url, str(tmp_path), run_ids))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -9
+    assert [run_id for run_id in run_ids if store.run(run_id) is None] == []
 
 
 def test_blueprint_versions_keep_their_document_text(store: RunStorage, other: RunStorage) -> None:

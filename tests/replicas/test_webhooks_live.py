@@ -12,11 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
+import pytest
 from live import ServerProcess, folder_servers
 from standardwebhooks import Webhook
 
 
-def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp_path: Path, redis_url: str) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def folder_state(request: pytest.FixtureRequest) -> str | None:
+    """Where the servers of a SIGKILL scenario keep their state: one data folder (SQLite), or one PostgreSQL."""
+    return None if request.param == "sqlite" else str(request.getfixturevalue("postgres_url"))
+
+
+def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp_path: Path, shared_url: str) -> None:
     marks = tmp_path / "marks.txt"
     marks.touch()
     folder = tmp_path / "blueprints"
@@ -29,7 +36,7 @@ def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp
     for number in range(3):
         workspace = tmp_path / f"server{number}"
         workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--state", redis_url, "--tools", "durable_tools",
+        servers.append(ServerProcess(workspace, "--state", shared_url, "--tools", "durable_tools",
                                      "--blueprints", str(folder), env={"ICE_TEST_MARKS": str(marks)}))
     try:
         for server in servers:
@@ -71,7 +78,8 @@ def test_one_delivery_sent_ten_times_at_once_to_three_servers_starts_one_run(tmp
             server.stop()
 
 
-def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_attempts(tmp_path: Path) -> None:
+def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_attempts(tmp_path: Path,
+                                                                                     folder_state: str | None) -> None:
     """Attempt 1 (a 500) from server A, SIGKILLed right after; server B on the same data folder sends attempt 2."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
@@ -95,7 +103,7 @@ def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_atte
     tick = {"name": "tick", "nodes": [
         {"id": "t", "type": "tool", "tool_name": "render_template", "tool_args": {"template": "tick"}}]}
     servers = folder_servers(tmp_path, [tick], env={"ICE_MCP_ALLOW_NET": "127.0.0.1",
-                                                    "ICE_MCP_NOTIFY_BACKOFF": "3,3,3"})
+                                                    "ICE_MCP_NOTIFY_BACKOFF": "3,3,3"}, state=folder_state)
     first, second = servers
     try:
         first.start()
@@ -124,10 +132,10 @@ def test_a_notification_is_delivered_though_its_server_is_sigkilled_between_atte
     assert len({a["replica"] for a in delivery["attempts"]}) == 2  # one attempt from each server
 
 
-def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_path: Path, redis_url: str) -> None:
+def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_path: Path, shared_url: str) -> None:
     """runs_per_minute 2; ten starts in about a second: MCP tools/call, a webhook and a schedule trigger, spread
     over three servers on one Redis: exactly two runs start, eight are turned away as rate_limited."""
-    from ice_mcp.server.cluster import stateless_tool_call
+    from ice_mcp_dev.cluster import stateless_tool_call
 
     folder = tmp_path / "blueprints"
     folder.mkdir()
@@ -138,7 +146,7 @@ def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_pat
     for number in range(3):
         workspace = tmp_path / f"server{number}"
         workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--state", redis_url, "--blueprints", str(folder)))
+        servers.append(ServerProcess(workspace, "--state", shared_url, "--blueprints", str(folder)))
     try:
         for server in servers:
             server.start()
@@ -174,12 +182,13 @@ def test_runs_per_minute_holds_over_three_servers_and_three_entry_points(tmp_pat
             server.stop()
 
 
-def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path) -> None:
+def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path,
+                                                                 folder_state: str | None) -> None:
     """max_concurrent_runs 1: the one run's server is SIGKILLed; the other server turns new runs away while
     the run is orphaned, then while it resumes there, and admits one only once the run has ended."""
     single = {"name": "single", "limits": {"max_concurrent_runs": 1},
               "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 4}}]}
-    servers = folder_servers(tmp_path, [single], env={"ICE_MCP_LEASE_SECONDS": "2"})
+    servers = folder_servers(tmp_path, [single], env={"ICE_MCP_LEASE_SECONDS": "2"}, state=folder_state)
     holder, other = servers
     try:
         for server in servers:
@@ -214,13 +223,15 @@ def test_max_concurrent_runs_holds_while_its_holder_is_sigkilled(tmp_path: Path)
     assert all(status == "running" for _, status in tries[:-1])  # turned away exactly while the run ran
 
 
-def test_queued_runs_start_in_order_one_at_a_time_though_a_server_holding_some_is_sigkilled(tmp_path: Path) -> None:
+def test_queued_runs_start_in_order_one_at_a_time_though_a_server_holding_some_is_sigkilled(tmp_path: Path,
+                                                                                            folder_state: str | None) -> None:
     """max_concurrent_runs 1 with on_limit queue: six deliveries over three servers on one data folder are
     all accepted (`queued` after the first); the server holding two of the queued runs is SIGKILLed; every run
     still runs, one at a time, in the order the deliveries came."""
     lined = {"name": "lined", "limits": {"max_concurrent_runs": 1, "on_limit": "queue"},
              "nodes": [{"id": "s", "type": "tool", "tool_name": "sleep", "tool_args": {"seconds": 1}}]}
-    servers = folder_servers(tmp_path, [lined], names=("a", "b", "c"), env={"ICE_MCP_LEASE_SECONDS": "2"})
+    servers = folder_servers(tmp_path, [lined], names=("a", "b", "c"), env={"ICE_MCP_LEASE_SECONDS": "2"},
+                             state=folder_state)
     try:
         for server in servers:
             server.start()

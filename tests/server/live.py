@@ -188,9 +188,9 @@ class ServerProcess:
 
 
 def folder_servers(root: Path, blueprints: list[dict[str, Any]], names: tuple[str, ...] = ("a", "b"),
-                   env: dict[str, str] | None = None) -> list[ServerProcess]:
-    """Servers (not started yet) on one data folder (`root/data`), each with a workspace of its own, with
-    `blueprints` registered from `root/blueprints`."""
+                   env: dict[str, str] | None = None, state: str | None = None) -> list[ServerProcess]:
+    """Servers (not started yet) on one data folder (`root/data`), or on the store at `state` (a URL), each with
+    a workspace of its own, with `blueprints` registered from `root/blueprints`."""
     folder = root / "blueprints"
     folder.mkdir(exist_ok=True)
     for blueprint in blueprints:
@@ -199,8 +199,8 @@ def folder_servers(root: Path, blueprints: list[dict[str, Any]], names: tuple[st
     for name in names:
         workspace = root / name
         workspace.mkdir()
-        servers.append(ServerProcess(workspace, "--data-dir", str(root / "data"), "--blueprints", str(folder),
-                                     env=env))
+        where = ["--data-dir", str(root / "data")] if state is None else ["--state", state]
+        servers.append(ServerProcess(workspace, *where, "--blueprints", str(folder), env=env))
     return servers
 
 

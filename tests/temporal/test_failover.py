@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -88,11 +87,9 @@ async def test_cancel_reaches_the_running_activity(cluster: Cluster, marks: Mark
     with_test_tools(cluster.client, cluster.worker)
     handle = await cluster.client.start(chain(["slow", "after"], seconds=60), {})
     await marks.wait_for("slow")
-    started = time.monotonic()
     assert await cluster.client.cancel(handle.run_id)
-    record = await handle.wait(timeout=30)
+    record = await handle.wait(timeout=30)  # the node sleeps 60 s: ended only because the cancel reached it
     assert record.status == "cancelled", (record.error, marks.lines())
-    assert time.monotonic() - started < 10
     assert marks.keys("slow:cancelled") == [f"{handle.run_id}/slow/1"]  # the tool itself saw the cancellation
     assert "after" not in marks.counts()
     assert cluster.client.store.get(handle.run_id).status == "cancelled"  # type: ignore[union-attr]

@@ -21,6 +21,8 @@ from ice_mcp.operations.builtins import (
     BY_NAME,
     SEARCH_LIMIT,
 )
+from ice_mcp.operations.draft_tools import DRAFT_TOOLS
+from ice_mcp.operations.eval_tools import EVAL_TOOLS
 from ice_mcp.operations.flat_schema import flatten_schema
 from ice_mcp.operations.hook_tools import HOOK_TOOLS
 from ice_mcp.operations.naming import advertised_name, canonical_id, parse_canonical
@@ -38,9 +40,11 @@ from ice_mcp.server.protocol.annotations import tool_annotations, workflow_annot
 from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
-# In a large catalogue the list keeps running and steering runs; the trigger families (20 tools) stay
-# callable by name but unlisted, or the built-ins alone would pass what clients take (Cursor sends 40 tools).
-UNLISTED_WHEN_LARGE = frozenset(tool.name for tool in (*SCHEDULE_TOOLS, *HOOK_TOOLS, *NOTIFY_TOOLS))
+# In a large catalogue the list keeps running and steering runs; the trigger families (20 tools), the
+# evaluations (4) and drafting stay callable by name but unlisted, or the built-ins alone would pass what clients
+# take (Cursor sends 40 tools; the list stays within 40 KB).
+UNLISTED_WHEN_LARGE = frozenset(tool.name for tool in (*SCHEDULE_TOOLS, *HOOK_TOOLS, *NOTIFY_TOOLS, *EVAL_TOOLS,
+                                                       *DRAFT_TOOLS))
 DESCRIPTION_CHARS = 500  # of a description in workflow_search's results
 # On a read-only server workflow_start runs only workflows whose every node reads (calls.py refuses the rest).
 READ_ONLY_START = Hints(read_only=True, destructive=False, idempotent=False, open_world=True)

@@ -12,6 +12,7 @@ import yaml
 from jinja2.sandbox import SandboxedEnvironment
 from mcp import MCPError
 
+from ice_mcp.drafting.instructions import tool_line
 from ice_mcp.operations.documents import blueprint_files, doc_files
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.resources import run_ids
@@ -72,6 +73,7 @@ class Prompts:
                 "name": name,
                 "description": entry.description,
                 "input_schema": json.dumps(entry.input_schema),
+                "line": tool_line(name, entry.description, entry.input_schema),  # compact: draft_workflow
             }
             for name, entry in sorted(registry.tools.items())
         ]

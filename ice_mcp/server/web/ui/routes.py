@@ -24,6 +24,7 @@ from ice_mcp.operations.run_ids import resolve_run_id
 from ice_mcp.principals import isolated
 from ice_mcp.server.auth.callers import bearer_token, caller_id, principal_of, same_secret
 from ice_mcp.server.web.ui.editor import editor_api
+from ice_mcp.server.web.ui.evals import eval_api
 from ice_mcp.server.web.ui.graph import blueprint_graph, plan_graph
 from ice_mcp.server.web.ui.inputs import NotRenderable, outputs_from_events, rendered_inputs
 from ice_mcp.server.web.ui.schedules import schedule_api
@@ -44,7 +45,7 @@ from ice_mcp.store.vocabulary import EventType
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"app.js": "text/javascript", "dag.js": "text/javascript", "dom.js": "text/javascript",
-          "schedules.js": "text/javascript", "app.css": "text/css"}
+          "schedules.js": "text/javascript", "evals.js": "text/javascript", "app.css": "text/css"}
 SECURITY_HEADERS = {
     # Every asset is ours: nothing inline, nothing from elsewhere, never framed.
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -510,6 +511,7 @@ def ui_routes(orc: Any, config: UiConfig, security: Any) -> list[BaseRoute]:
         ("/ui/api/workflows/{name}/start", start, "POST"),
         *((path, _answering(handler), "GET") for path, handler in schedule_api(orc, UiError)),
         *editor_api(orc, UiError, is_admin=is_admin, headers=SECURITY_HEADERS),
+        *eval_api(orc, UiError),
     ]
     return [
         Route("/ui", guarded(index), methods=["GET"]),

@@ -27,7 +27,7 @@ def add_ui_command(subparsers: Any) -> None:
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=DEFAULT_PORT)
     ui.add_argument("--data-dir", type=Path, help="where runs are kept (ICE_MCP_DATA_DIR)")
-    ui.add_argument("--state", metavar="URL", help="the run store a cluster shares: redis://HOST:PORT/DB (ICE_MCP_STATE)")
+    ui.add_argument("--state", metavar="URL", help="the run store a cluster shares: redis://HOST:PORT/DB or postgresql://... (ICE_MCP_STATE)")
     ui.add_argument("--workspace", type=Path, help="the folder file tools may use (ICE_MCP_WORKSPACE)")
     add_catalogue_arguments(ui, "register blueprints from DIR (the catalogue, and runs started here)")
     ui.add_argument("--allowed-host", action="append", default=[], help="extra Host header value to accept")

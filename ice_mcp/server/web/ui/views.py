@@ -81,11 +81,12 @@ def run_summary(record: Any) -> dict[str, Any]:
 
 
 def run_trigger(trigger: Any) -> dict[str, Any] | None:
-    """What started a run, as the page links it: a schedule's id and slot (None: a call)."""
+    """What started a run, as the page links it: a schedule's id and slot, an evaluation's id, case and repetition
+    (None: a call)."""
     if not isinstance(trigger, Mapping) or trigger.get("kind") in (None, "call"):
         return None
     shown: dict[str, Any] = {"kind": str(trigger["kind"])}
-    for key in ("schedule_id", "slot", "previous_slot"):
+    for key in ("schedule_id", "slot", "previous_slot", "eval_id", "case", "repetition"):
         if trigger.get(key) is not None:
             shown[key] = _short(trigger[key], 200)
     for key in ("manual", "backfill"):

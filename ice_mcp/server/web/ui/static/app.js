@@ -3,6 +3,7 @@
 import { DagView } from './dag.js';
 import { add, badge, fill, fmtCost, fmtDuration, h, readFields, sleep } from './dom.js';
 import { makeSchedules } from './schedules.js';
+import { makeEvals } from './evals.js';
 
 const TOKEN_KEY = 'ice_mcp.token';
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'over_budget', 'input_required'];
@@ -101,6 +102,8 @@ function pre(text, cls) {
 }
 
 const schedules = makeSchedules({ h, fill, api, errorBox, pre, badge });
+const evals = makeEvals({ h, fill, api, errorBox, badge });
+const triggerLink = (trigger, options) => schedules.triggerLink(trigger, options) || evals.triggerLink(trigger, options);
 
 // -- token and session ------------------------------------------------------------------------
 
@@ -165,6 +168,8 @@ function route() {
   else if (parts[0] === 'workflows') workflowsView(controller.signal);
   else if (parts[0] === 'schedules' && parts[1]) schedules.detailView(main, parts[1], controller.signal);
   else if (parts[0] === 'schedules') schedules.listView(main, new URLSearchParams(query || ''), controller.signal);
+  else if (parts[0] === 'evals' && parts[1]) evals.detailView(main, parts[1], controller.signal);
+  else if (parts[0] === 'evals') evals.listView(main, controller.signal);
   else runsView(new URLSearchParams(query || ''), controller.signal);
 }
 
@@ -201,7 +206,7 @@ async function runsView(query, signal) {
     fill(tbody, ...sorted.map((run) => h('tr', { dataset: { run: run.run_id, status: run.status }, onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.run_id)}`; } },
       h('td', {}, badge(run.status)),
       h('td', {}, run.workflow, run.version ? h('span', { class: 'muted' }, ` v${run.version}`) : null,
-        run.trigger ? h('div', { class: 'trigger-line' }, schedules.triggerLink(run.trigger, { stop: true })) : null),
+        run.trigger ? h('div', { class: 'trigger-line' }, triggerLink(run.trigger, { stop: true })) : null),
       h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(run.run_id)}`, class: 'mono' }, run.run_id.slice(0, 12)),
         run.retry_of ? h('span', { class: 'muted' }, ' retry') : null),
       h('td', {}, fmtTime(run.started_at)),
@@ -314,7 +319,7 @@ async function runView(runId, signal) {
       h('span', { id: 'run-status' }, badge(run.status)),
       h('code', { class: 'mono', title: 'run id' }, run.run_id),
       run.retry_of ? h('a', { href: `#/runs/${encodeURIComponent(run.retry_of)}`, class: 'muted' }, `retry of ${run.retry_of.slice(0, 12)}`) : null,
-      schedules.triggerLink(run.trigger),
+      triggerLink(run.trigger),
       run.trace_id ? h('code', { class: 'mono muted', id: 'run-trace', title: 'trace id (OpenTelemetry)' }, `trace ${run.trace_id}`) : null,
       h('span', { class: 'facts' },
         h('span', {}, `started ${fmtTime(run.started_at)}`),

@@ -7,9 +7,16 @@ import base64
 import mcp_types as types
 from mcp import MCPError
 
-from ice_mcp.conformance.blocks import IMAGE, answered, elicit, embedded_text, image, object_schema
 from ice_mcp.server.protocol.envelope import to_json
 from ice_mcp.server.protocol.resources import not_found, resource, resource_templates
+from ice_mcp_dev.conformance.blocks import (
+    IMAGE,
+    answered,
+    elicit,
+    embedded_text,
+    image,
+    object_schema,
+)
 
 # -- resources ---------------------------------------------------------------------------------
 

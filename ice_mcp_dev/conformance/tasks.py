@@ -6,8 +6,8 @@ from typing import Any
 
 import mcp_types as types
 
-from ice_mcp.conformance.blocks import NAME_SCHEMA, Ctx, text_result
 from ice_mcp.errors import IceError, NodeFailure
+from ice_mcp_dev.conformance.blocks import NAME_SCHEMA, Ctx, text_result
 
 
 def _seconds(value: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The official MCP conformance suite's fixtures, as an extension module (`serve --conformance-fixtures`,
-the same as `serve --extend ice_mcp.conformance`).
+the same as `serve --extend ice_mcp_dev.conformance`).
 
 The suite calls fixed names (`test_simple_text`, `test://static-text`, `test_simple_prompt`, `slow_compute`,
 ...). The content fixtures are native tools (`tools`), resources and prompts (`content`) added through the
@@ -14,17 +14,17 @@ from typing import Any
 
 import mcp_types as types
 
-from ice_mcp.conformance import content
-from ice_mcp.conformance.blocks import Ctx, Handler
-from ice_mcp.conformance.tasks import (
+from ice_mcp.server.extensions import ServerAdditions
+from ice_mcp_dev.conformance import content
+from ice_mcp_dev.conformance.blocks import Ctx, Handler
+from ice_mcp_dev.conformance.tasks import (
     GREET,
     TASK_WORKFLOWS,
     conformance_crash,
     conformance_fail,
     greet,
 )
-from ice_mcp.conformance.tools import ARGUMENTS, NO_ARGUMENTS, ToolFixtures
-from ice_mcp.server.extensions import ServerAdditions
+from ice_mcp_dev.conformance.tools import ARGUMENTS, NO_ARGUMENTS, ToolFixtures
 
 
 def extend(orc: Any, additions: ServerAdditions) -> None:
