@@ -142,8 +142,8 @@ RUN_LIST_SCHEMA = _obj({"runs": _array(_SUMMARY), "next_cursor": _STRING_OR_NULL
 _INT_OR_NULL = {"type": ["integer", "null"]}
 _ISSUES = _array(_obj({"code": {"type": "string"}, "message": {"type": "string"}, "node_id": _STRING_OR_NULL,
                        "field": _STRING_OR_NULL, "suggestion": _STRING_OR_NULL,
-                       "path": {**_STRING_OR_NULL, "description": "JSON pointer to what it concerns: /nodes/2/code"},
-                       "line": {**_INT_OR_NULL, "description": "1-based, in the blueprint's text (given as text)"},
+                       "path": {**_STRING_OR_NULL, "description": "JSON pointer: /nodes/2/code"},
+                       "line": {**_INT_OR_NULL, "description": "1-based, in the text given"},
                        "column": _INT_OR_NULL}))
 _REPORT_PROPERTIES: dict[str, Any] = {"ok": {"type": "boolean"}, "errors": _ISSUES, "warnings": _ISSUES,
                                       "estimate": _ANY_OBJECT}

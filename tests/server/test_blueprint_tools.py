@@ -19,7 +19,7 @@ from ice_mcp.cli import main
 from ice_mcp.operations.blueprint_tools import EDITOR_URI
 from ice_mcp.orchestrator import Orchestrator
 from ice_mcp.server import build_server
-from ice_mcp.server.web.rpc import handle_rpc, rpc_methods
+from ice_mcp.server.web.rpc import RpcCaller, handle_rpc, rpc_methods
 from ice_mcp.settings import Settings
 from ice_mcp.tools.registry import Registry
 
@@ -129,10 +129,12 @@ async def test_blueprint_edit_opens_the_editor_app(orc: Orchestrator) -> None:
 async def test_rpc_offers_the_version_methods(orc: Orchestrator) -> None:
     methods = rpc_methods(orc, build_server(orc, make_options()).ice_calls)
 
-    async def call(method: str, **params: Any) -> Any:
+    async def call(method: str, *, admin: bool = True, **params: Any) -> Any:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-        return await handle_rpc(body, methods)
+        return await handle_rpc(body, methods, RpcCaller("someone", admin=admin))
 
+    refused = await call("blueprint.save", admin=False, name="greet", text=V1)  # it changes the catalogue
+    assert refused["error"]["code"] == -32003 and refused["error"]["data"]["code"] == "forbidden"
     assert (await call("blueprint.save", name="greet", text=V1))["result"]["version"] == 1
     assert (await call("blueprint.save", name="greet", text=V2, base_version=1))["result"]["version"] == 2
     assert [v["version"] for v in (await call("blueprint.versions", name="greet"))["result"]["versions"]] == [2, 1]

@@ -16,7 +16,7 @@ from ice_mcp.operations.builtins import BUILTINS, BY_NAME
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.catalogue import Catalogue
 from ice_mcp.server.protocol.server import build_server
-from ice_mcp.server.web.rpc import handle_rpc, rpc_methods
+from ice_mcp.server.web.rpc import RpcCaller, handle_rpc, rpc_methods
 from ice_mcp.tools.builtin import register_builtin_tools
 
 CHAIN = {"name": "table_demo", "nodes": [
@@ -48,7 +48,6 @@ def test_every_entry_is_whole_and_its_scope_known() -> None:
         assert tool.scope in ("read", "run", "admin"), tool.name
         assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
         assert (tool.scope == "read") == tool.annotations.read_only or tool.name == "run_respond"
-        assert not (tool.admin and tool.rpc), f"{tool.name}: /rpc has no admin token to check"
 
 
 def test_mcp_lists_every_builtin_as_declared(served: Orchestrator) -> None:
@@ -93,6 +92,14 @@ async def test_rpc_offers_exactly_the_entries_with_a_method_name(served: Orchest
     body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "run.cancel", "params": {"run_id": run["run_id"]}})
     forbidden = await handle_rpc(body.encode(), read_only)
     assert forbidden is not None and forbidden["error"]["code"] == -32003
+    # An entry of admin scope answers only a caller who may administer, as over MCP.
+    admin_methods = [tool for tool in BUILTINS if tool.admin and tool.rpc]
+    assert admin_methods
+    for tool in admin_methods:
+        body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": tool.rpc, "params": {}})
+        refused = await handle_rpc(body.encode(), methods, RpcCaller("someone", admin=False))
+        assert refused is not None and refused["error"]["code"] == -32003, (tool.name, refused)
+        assert refused["error"]["data"]["code"] == "forbidden"
 
 
 def test_the_command_line_has_a_command_for_every_entry_with_a_path() -> None:

@@ -74,6 +74,18 @@ async def test_catalogue_changes_need_the_admin_token(orc: Orchestrator, mode: s
             assert "fresh" in orc.registry.workflows
 
 
+async def test_rpc_changes_the_catalogue_only_with_the_admin_token(orc: Orchestrator) -> None:
+    """/rpc's admin-scope methods (blueprint.save, blueprint.rollback) ask what MCP asks: the admin token."""
+    text = "name: kept\nnodes:\n  - id: a\n    type: tool\n    tool_name: echo\n    tool_args: {value: 1}\n"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "blueprint.save", "params": {"name": "kept", "text": text}}
+    async with http_server(orc, make_options()) as url, httpx2.AsyncClient() as client:
+        anonymous = (await client.post(f"{url}/rpc", json=body)).json()
+        assert anonymous["error"]["code"] == -32003 and anonymous["error"]["data"]["code"] == "forbidden"
+        admin = (await client.post(f"{url}/rpc", json=body, headers={"Authorization": f"Bearer {ADMIN}"})).json()
+        # Let through: this orchestrator keeps no versions (no run store), which the method says in its own words.
+        assert admin["error"]["data"]["code"] == "no_store", admin
+
+
 async def test_read_only_refuses_even_the_admin(orc: Orchestrator) -> None:
     async with (
         http_server(orc, make_options(read_only=True)) as url,

@@ -15,6 +15,7 @@ from typing import Any
 import mcp_types as types
 
 from ice_mcp.errors import IceError
+from ice_mcp.operations.blueprint_tools import BLUEPRINT_TOOLS
 from ice_mcp.operations.builtins import (
     ALIASES,
     BUILTINS,
@@ -41,10 +42,10 @@ from ice_mcp.tools.registry import SchemaToolEntry
 
 META_KEY = "io.ice_mcp/id"
 # In a large catalogue the list keeps running and steering runs; the trigger families (20 tools), the
-# evaluations (4) and drafting stay callable by name but unlisted, or the built-ins alone would pass what clients
-# take (Cursor sends 40 tools; the list stays within 40 KB).
+# evaluations (4), drafting and the blueprint versions and editor (5) stay callable by name but unlisted, or the
+# built-ins alone would pass what clients take (Cursor sends 40 tools; the list stays within 40 KB).
 UNLISTED_WHEN_LARGE = frozenset(tool.name for tool in (*SCHEDULE_TOOLS, *HOOK_TOOLS, *NOTIFY_TOOLS, *EVAL_TOOLS,
-                                                       *DRAFT_TOOLS))
+                                                       *DRAFT_TOOLS, *BLUEPRINT_TOOLS))
 DESCRIPTION_CHARS = 500  # of a description in workflow_search's results
 # On a read-only server workflow_start runs only workflows whose every node reads (calls.py refuses the rest).
 READ_ONLY_START = Hints(read_only=True, destructive=False, idempotent=False, open_world=True)

@@ -24,13 +24,13 @@ from ice_mcp.server.auth.authenticators import (
     StaticTokens,
     needed_scope,
 )
-from ice_mcp.server.auth.callers import caller_id
+from ice_mcp.server.auth.callers import caller_id, may_administer
 from ice_mcp.server.auth.resource_server import Principal, TokenVerifier
 from ice_mcp.server.options import ServerOptions
 from ice_mcp.server.protocol.server import build_server
 from ice_mcp.server.web.guard import DEFAULT_MAX_BODY, Guard, security_settings
 from ice_mcp.server.web.hooks import hook_routes
-from ice_mcp.server.web.rpc import INVALID_REQUEST, error_body, handle_rpc, rpc_methods
+from ice_mcp.server.web.rpc import INVALID_REQUEST, RpcCaller, error_body, handle_rpc, rpc_methods
 from ice_mcp.server.web.sessions import LimitedSessionManager, SessionEndpoint
 from ice_mcp.server.web.ui.routes import UiConfig, ui_routes
 
@@ -70,7 +70,8 @@ def create_http_app(
             return JSONResponse(
                 error_body(INVALID_REQUEST, "Request body too large"), status_code=413
             )
-        response = await handle_rpc(body, methods, caller_id(request))  # budgets are per caller
+        caller = RpcCaller(caller_id(request), may_administer(request, options))  # budgets are per caller
+        response = await handle_rpc(body, methods, caller)
         if response is None:
             return Response(status_code=204)
         return Response(json.dumps(response, default=str), media_type="application/json")

@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from jsonrpcserver import Error, Result, Success, async_dispatch
@@ -34,6 +35,15 @@ def error_body(code: int, message: str, request_id: Any = None) -> dict[str, Any
 
 
 Method = Callable[..., Coroutine[Any, Any, Result]]
+
+
+@dataclass(frozen=True, slots=True)
+class RpcCaller:
+    """Who sent a request: the key its budgets are kept under (a hash of its bearer token, or None), and whether
+    it may administer (the admin token, or an OAuth token with ice:admin, on a server that is not read-only)."""
+
+    id: str | None = None
+    admin: bool = False
 
 
 def _guard(fn: Method) -> Method:
@@ -67,11 +77,11 @@ def _read_only_refusal(what: str) -> Result:
 
 
 def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False) -> dict[str, Method]:
-    """The methods: every built-in tool with an `rpc` name, and `workflow.run`; each takes the caller (a hash of
-    the bearer token, or None) first, as jsonrpcserver's context."""
+    """The methods: every built-in tool with an `rpc` name, and `workflow.run`; each takes the `RpcCaller` first,
+    as jsonrpcserver's context."""
 
     async def workflow_run(
-        caller: str | None,
+        caller: RpcCaller,
         name: str,
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -86,7 +96,7 @@ def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False)
         plan = orc.workflow_plan(name)  # the one lookup; its inputs are checked once, by the run
         key = None if idempotency_key is None else str(idempotency_key)
         record = await run_and_wait(
-            lambda on_event: orc.start(plan, dict(inputs or {}), idempotency_key=key, caller=caller),
+            lambda on_event: orc.start(plan, dict(inputs or {}), idempotency_key=key, caller=caller.id),
             wait_seconds=calls.wait_budget(wait_seconds), progress=None, total=None,
         )
         return Success(record.envelope())
@@ -101,8 +111,10 @@ def rpc_methods(orc: Orchestrator, calls: ToolCalls, *, read_only: bool = False)
 def _builtin_method(tool: BuiltinTool, calls: ToolCalls, read_only: bool) -> Method:
     """A built-in tool as a method: its params checked against the tool's input schema, its answer as data."""
 
-    async def method(caller: str | None, **params: Any) -> Result:
-        return Success(await calls.settled(tool, params, caller, f"rpc:{tool.rpc}", read_only=read_only))
+    async def method(caller: RpcCaller, **params: Any) -> Result:
+        if tool.admin and not caller.admin:  # as over MCP: the catalogue's changes need the admin token
+            raise IceError(f"{tool.rpc} changes the catalogue and needs the admin token", code="forbidden")
+        return Success(await calls.settled(tool, params, caller.id, f"rpc:{tool.rpc}", read_only=read_only))
 
     return method
 
@@ -144,7 +156,8 @@ def _validate(request: Any) -> Any:
     return default_validator(_envelope(request))
 
 
-async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None = None) -> dict[str, Any] | None:
+async def handle_rpc(body: bytes, methods: dict[str, Method], caller: RpcCaller | None = None
+                     ) -> dict[str, Any] | None:
     """One JSON-RPC request in, its response out (None for a notification); `caller` reaches every method."""
     request, refusal = await bodies.off_loop(_parse, body)
     if request is None:
@@ -152,7 +165,7 @@ async def handle_rpc(body: bytes, methods: dict[str, Method], caller: str | None
     request_id = request.get("id") if isinstance(request.get("id"), str | int) else None
     try:
         # Decoded once, above: jsonrpcserver is handed the request rather than its text to decode again.
-        text = await async_dispatch("", methods=methods, context=caller,
+        text = await async_dispatch("", methods=methods, context=caller or RpcCaller(),
                                     deserializer=lambda _text: request, validator=_validate)
     except Exception:
         logger.exception("rpc dispatch failed")
