@@ -11,9 +11,14 @@ from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
 from ice_mcp.errors import IceError
 
 
+# The document itself was refused (unreadable, too large, an alias bomb): its issues have no place to pin, and
+# reading it again here would undo the refusal (a 2**30-string alias bomb walked in full).
+UNREAD = frozenset({"parse_error", "document_too_large", "yaml_too_complex", "blueprint_too_large"})
+
+
 def pin(report: ValidationReport, document: Mapping[str, Any] | str | None) -> ValidationReport:
     """`report` with each issue's `path` (and `line`/`column` for text), read from the document it is about."""
-    if not (report.errors or report.warnings) or document is None:
+    if not (report.errors or report.warnings) or document is None or any(e.code in UNREAD for e in report.errors):
         return report
     root: Node | None = None
     raw: Any = document

@@ -89,7 +89,7 @@ def test_issue_shape_matches_spec(vorc: Orchestrator) -> None:
     report = vorc.validate(blueprint(tool("x", "ech")))
     assert [e.model_dump() for e in report.errors] == [
         {"code": "unknown_tool", "message": "no tool named 'ech'", "node_id": "x", "field": "tool_name",
-         "suggestion": "echo"}]
+         "suggestion": "echo", "path": "/nodes/0/tool_name", "line": None, "column": None}]  # line: given as text
 
 
 def test_compile_raises_blueprint_invalid_with_the_report(vorc: Orchestrator) -> None:
