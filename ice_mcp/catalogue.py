@@ -102,11 +102,14 @@ class Catalogue:
 
     # -- registration ---------------------------------------------------------------------------------
 
-    def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None
-                           ) -> Blueprint:
+    def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None,
+                           prepare: bool = True) -> Blueprint:
         """Register a workflow, replacing one of the same name; one registered at run time
-        (`origin="runtime"`) is kept in the store as a new version unless it is the same. Raises BlueprintInvalid."""
-        plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
+        (`origin="runtime"`) is kept in the store as a new version unless it is the same. Raises BlueprintInvalid.
+        `prepare: False`: its templates' code is generated at their first render (checked all the same)."""
+        plan = source if isinstance(source, Plan) else self.compile(source)
+        if prepare:
+            plan.prepare()
         if origin == "runtime" and version is None and self._store is not None:
             version = self._store_version(plan)
         plan.version = version
@@ -139,7 +142,8 @@ class Catalogue:
             failed: list[tuple[Path, BlueprintInvalid]] = []
             for path in pending:
                 try:
-                    self.register_blueprint(path, origin=str(path))
+                    # At start: code generated when first rendered, not before the server's first answer.
+                    self.register_blueprint(path, origin=str(path), prepare=False)
                 except BlueprintInvalid as exc:
                     failed.append((path, exc))
             if len(failed) == len(pending):
