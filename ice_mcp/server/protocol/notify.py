@@ -95,7 +95,7 @@ class ChangeNotifier:
 
     def resource_updated(self, uri: str) -> None:
         """`uri` changed: tell the 2025 sessions subscribed to it and the 2026 listeners (from any thread of the loop)."""
-        if self.bus.listeners or any(uri in uris for uris in list(self._subscriptions.values())):
+        if self.bus.listeners or (self._subscriptions and any(uri in uris for uris in list(self._subscriptions.values()))):
             self._spawn(self._announce_update(uri))
 
     async def _announce_update(self, uri: str) -> None:
