@@ -108,11 +108,14 @@ class Catalogue:
     # -- registration ---------------------------------------------------------------------------------
 
     def register_blueprint(self, source: Target | Plan, *, origin: str = "runtime", version: int | None = None,
-                           text: str | None = None) -> Blueprint:
+                           text: str | None = None, prepare: bool = True) -> Blueprint:
         """Register a workflow, replacing one of the same name; one registered at run time
         (`origin="runtime"`) is kept in the store as a new version unless it is the same, with the document
-        `text` it came from (JSON/YAML text given as `source` is its own). Raises BlueprintInvalid."""
-        plan = (source if isinstance(source, Plan) else self.compile(source)).prepare()
+        `text` it came from (JSON/YAML text given as `source` is its own). Raises BlueprintInvalid.
+        `prepare: False`: its templates' code is generated at their first render (checked all the same)."""
+        plan = source if isinstance(source, Plan) else self.compile(source)
+        if prepare:
+            plan.prepare()
         if text is None and isinstance(source, str) and _is_document_text(source):
             text = source
         if origin == "runtime" and version is None and self._store is not None:
@@ -148,7 +151,8 @@ class Catalogue:
             failed: list[tuple[Path, BlueprintInvalid]] = []
             for path in pending:
                 try:
-                    self.register_blueprint(path, origin=str(path))
+                    # At start: code generated when first rendered, not before the server's first answer.
+                    self.register_blueprint(path, origin=str(path), prepare=False)
                 except BlueprintInvalid as exc:
                     failed.append((path, exc))
             if len(failed) == len(pending):

@@ -10,7 +10,6 @@ from ice_mcp.blueprint.document_tree import Node, build_tree, detect_format, loc
 from ice_mcp.blueprint.issues import ValidationIssue, ValidationReport
 from ice_mcp.errors import IceError
 
-
 # The document itself was refused (unreadable, too large, an alias bomb): its issues have no place to pin, and
 # reading it again here would undo the refusal (a 2**30-string alias bomb walked in full).
 UNREAD = frozenset({"parse_error", "document_too_large", "yaml_too_complex", "blueprint_too_large"})

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ice_mcp.desks import RunLookups, RunStarter
 from ice_mcp.errors import IceError
 from ice_mcp.evals.dataset import Case, Dataset
+from ice_mcp.evals.limits import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_SECONDS, MAX_REPETITIONS
 from ice_mcp.evals.scorers import JUDGE_SCHEMA, JUDGE_SYSTEM, Score, Scorer, Verdict
 from ice_mcp.evals.stats import mean_over_cases, spread
 from ice_mcp.observability.tracing import begin_run, continuing, end_run
@@ -35,11 +36,8 @@ EVAL_TRIGGER = "eval"  # the evaluation's own record
 CASE_TRIGGER = "eval_case"  # a case's run
 JUDGE_TRIGGER = "eval_judge"  # an llm_judge's run
 EVAL_PREFIX = "eval:"  # the evaluation record's workflow: eval:<target>
-MAX_REPETITIONS = 100
 MAX_ATTEMPTS = 10_000
 MAX_OUTPUT_CHARS = 4_000  # an attempt's outputs kept in the report beyond this are cut (its run has them whole)
-DEFAULT_CONCURRENCY = 4
-DEFAULT_TIMEOUT_SECONDS = 600.0
 
 
 class EvalHost(RunStarter, RunLookups, Protocol):

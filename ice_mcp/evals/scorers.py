@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ice_mcp.blueprint.schemas import SchemaInvalid, compile_pattern, schema_validator
 from ice_mcp.errors import IceError
 from ice_mcp.evals.dataset import Case
+from ice_mcp.evals.limits import SCORER_KINDS
 
 MISSING = object()
 
@@ -340,6 +341,8 @@ class LlmJudgeScorer(Scorer):
 
 SCORERS: dict[str, type[Scorer]] = {cls.kind: cls for cls in (
     ExactScorer, ContainsScorer, RegexScorer, NumberScorer, JsonSchemaScorer, LlmJudgeScorer)}
+if tuple(SCORERS) != SCORER_KINDS:  # the tool table names them from limits.py
+    raise RuntimeError(f"ice_mcp.evals.limits.SCORER_KINDS {SCORER_KINDS} differs from the scorers {tuple(SCORERS)}")
 
 
 def make_scorer(config: Any, index: int = 0) -> Scorer:

@@ -16,9 +16,11 @@ import contextlib
 import hashlib
 import logging
 import os
+import queue
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -40,7 +42,9 @@ class _Api(NamedTuple):
 
     attach: Callable[[Any], object]
     detach: Callable[[Any], None]
-    set_span_in_context: Callable[[Any], Any]
+    set_span_in_context: Callable[..., Any]
+    get_current_span: Callable[..., Any]
+    placeholder: Callable[[int, int, int], Any]  # (trace id, span id, flags) -> a span context's stand-in
 
 
 _api: _Api
@@ -172,7 +176,12 @@ def install(provider: Any, *, capture_content: bool = False) -> None:
     if trace.get_tracer_provider() is not provider:
         trace.set_tracer_provider(provider)  # the SDK's request spans use it too (set once per process)
     _tracer = provider.get_tracer("ice_mcp")
-    _api = _Api(context.attach, context.detach, trace.set_span_in_context)
+
+    def placeholder(trace_id: int, span_id: int, flags: int) -> Any:
+        return trace.NonRecordingSpan(trace.SpanContext(trace_id, span_id, is_remote=False,
+                                                        trace_flags=trace.TraceFlags(flags)))
+
+    _api = _Api(context.attach, context.detach, trace.set_span_in_context, trace.get_current_span, placeholder)
     CAPTURE_CONTENT = capture_content
     ENABLED = True
     if _shutdown is None:
@@ -188,6 +197,7 @@ def disable() -> None:
 
 def shutdown() -> None:
     """Export what is queued (at exit, and when a stdio session ends)."""
+    flush()
     if _shutdown is not None:
         with contextlib.suppress(Exception):
             _shutdown()
@@ -305,6 +315,7 @@ def end_run(record: RunRecord) -> None:
     that outlives its server, waits for days or moves between Temporal workers keeps no span open meanwhile."""
     if not ENABLED or _tracer is None or not record.done:
         return
+    flush()  # its nodes' spans first
     parsed = parse_traceparent(record.traceparent)
     if parsed is None:
         return
@@ -350,18 +361,123 @@ def _message(error: Mapping[str, Any]) -> str | None:
 
 # -- node attempts -----------------------------------------------------------------------------------------------
 
+class _Attempt(NamedTuple):
+    """A node attempt that ended, as its span will say: made off the node's path (`_SpanBuilder`)."""
+
+    name: str
+    parent: Any  # the OTel context it hangs under
+    span_id: int
+    attributes: dict[str, Any]
+    start_ns: int
+    end_ns: int
+    error: BaseException | None
+
+
+class _SpanBuilder:
+    """Makes the SDK spans of ended node attempts in a daemon thread of its own, one at a time (the GIL is let go
+    between spans), so a node's path pays for a tuple on a queue, not for the SDK's span (~40 µs: sampler,
+    attribute checks, processor hooks). `flush()` makes what is left at once (a run's end, shutdown)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_Attempt] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # one span made at a time: a flush waits for the one being made
+        self._thread: threading.Thread | None = None
+
+    def put(self, attempt: _Attempt) -> None:
+        self._queue.put(attempt)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="ice-mcp-node-spans", daemon=True)
+            self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            attempt = self._queue.get()
+            with self._lock:
+                _make_span(attempt)
+            time.sleep(0)  # lets the GIL go: the event loop waits for no queue of spans
+
+    def flush(self) -> None:
+        with self._lock:
+            while True:
+                try:
+                    attempt = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+                _make_span(attempt)
+
+
+def _make_span(attempt: _Attempt) -> None:
+    try:
+        _forced.span_id = attempt.span_id
+        try:
+            span = _tracer.start_span(attempt.name, context=attempt.parent, attributes=attempt.attributes,
+                                      start_time=attempt.start_ns)
+        finally:
+            _forced.span_id = None
+        if attempt.error is not None:
+            _failed(span, attempt.error)
+        span.end(end_time=attempt.end_ns)
+    except Exception:  # tracing must never break what it traces
+        logger.exception("node span %s not made", attempt.name)
+
+
+_builder = _SpanBuilder()
+
+
+def flush() -> None:
+    """Make the spans of the node attempts that ended so far (before a run's own span, and at shutdown)."""
+    _builder.flush()
+
+
+def _level(parent: str) -> tuple[Any, int, int] | None:
+    """The OTel context of `parent` with its trace id and flags (kept with the context), or None (malformed)."""
+    context = _parent(parent)
+    if context is None:
+        return None
+    found = _levels.get(parent)
+    if found is None or found[0] is not context:
+        span_context = _api.get_current_span(context).get_span_context()
+        found = _levels[parent] = (context, span_context.trace_id, int(span_context.trace_flags))
+        if len(_levels) >= PARENTS_KEPT:
+            _levels.clear()
+    return found
+
+
+_levels: dict[str, tuple[Any, int, int]] = {}
+
+
 async def node_attempt(work: Awaitable[T], parent: str, span_id: str, node_id: str, node_type: str,
                        attempt: int, tool: str | None = None) -> T:
-    """Await one attempt of one node inside its span `node {id}`, current while it runs (so model calls, an
-    agent's tool calls and upstream MCP requests hang beneath it). A `tool` node's span names its tool itself
-    (`gen_ai.tool.name`): an `execute_tool` span under it would say the same again, at ~30 µs a span.
+    """Await one attempt of one node as span `node {id}`: its id is current while it runs (so model calls, an
+    agent's tool calls and upstream MCP requests hang beneath it), and the span itself is made once the attempt
+    ends, from its start and end times, by `_SpanBuilder` (off the node's path). A `tool` node's span names its
+    tool itself (`gen_ai.tool.name`): an `execute_tool` span under it would say the same again.
     A success leaves the status unset, as OTel advises."""
     attributes: dict[str, Any] = {"ice.node.id": node_id, "ice.node.type": node_type, "ice.node.attempt": attempt}
     if tool is not None:
         attributes["gen_ai.tool.name"] = tool
-    _forced.span_id = int(span_id, 16)
+    level = _level(parent)
+    if level is None:  # a malformed parent: a root span of its own, made here as before
+        return await _node_span_now(work, int(span_id, 16), f"node {node_id}", attributes)
+    context, trace_id, flags = level
+    own = int(span_id, 16)
+    token = _api.attach(_api.set_span_in_context(_api.placeholder(trace_id, own, flags)))
+    start = time.time_ns()
+    error: BaseException | None = None
     try:
-        span = _tracer.start_span(f"node {node_id}", context=_parent(parent), attributes=attributes)
+        return await work
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        _api.detach(token)
+        _builder.put(_Attempt(f"node {node_id}", context, own, attributes, start, time.time_ns(), error))
+
+
+async def _node_span_now(work: Awaitable[T], span_id: int, name: str, attributes: dict[str, Any]) -> T:
+    _forced.span_id = span_id
+    try:
+        span = _tracer.start_span(name, attributes=attributes)
     finally:
         _forced.span_id = None
     token = _api.attach(_api.set_span_in_context(span))

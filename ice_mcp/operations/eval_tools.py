@@ -7,12 +7,15 @@ there, here only arguments become a target, a dataset and scorers.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ice_mcp.errors import IceError
-from ice_mcp.evals import Evals, EvalTarget, compare_reports, load_dataset, make_scorers
-from ice_mcp.evals.desk import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_SECONDS, MAX_REPETITIONS
-from ice_mcp.evals.scorers import SCORERS
+from ice_mcp.evals.limits import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_REPETITIONS,
+    SCORER_KINDS,
+)
 from ice_mcp.operations.documents import parse_document
 from ice_mcp.operations.run_ids import resolve_run_id
 from ice_mcp.operations.tool_table import (
@@ -25,6 +28,9 @@ from ice_mcp.operations.tool_table import (
     Reply,
     obj_schema,
 )
+
+if TYPE_CHECKING:
+    from ice_mcp.evals.desk import Evals, EvalTarget
 
 DEFAULT_SCORERS: list[dict[str, Any]] = [{"kind": "exact"}]  # every field a case expects, equal
 
@@ -86,7 +92,7 @@ SCORER_SCHEMA: dict[str, Any] = {
                    "(schema) | llm_judge (rubric, threshold, model, provider); field: a dotted output path, "
                    "compared with the same path in `expected` (none: every expected field)",
     "properties": {
-        "kind": {"type": "string", "enum": list(SCORERS)}, "field": {"type": "string"}, "name": {"type": "string"},
+        "kind": {"type": "string", "enum": list(SCORER_KINDS)}, "field": {"type": "string"}, "name": {"type": "string"},
         "value": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         "pattern": {"type": "string"}, "ignore_case": {"type": "boolean"}, "strip": {"type": "boolean"},
         "tolerance": {"type": "number", "minimum": 0}, "relative": {"type": "boolean"},
@@ -126,6 +132,8 @@ RUNS_WORKFLOWS = Hints(read_only=False, destructive=True, idempotent=False, open
 
 
 def _desk(call: BuiltinCall) -> Evals:
+    from ice_mcp.evals.desk import Evals  # the desk and scorers load with the first evaluation call
+
     return Evals(call.orc)
 
 
@@ -142,6 +150,8 @@ async def _evaluate(call: BuiltinCall, desk: Evals, target: EvalTarget) -> dict[
     if args.get("dataset") is None:
         raise IceError("dataset: the cases to run (required unless comparing kept evaluations)",
                        code="invalid_arguments")
+    from ice_mcp.evals import load_dataset, make_scorers
+
     dataset = await asyncio.to_thread(load_dataset, args["dataset"], format=args.get("dataset_format"),
                                       name=args.get("dataset_name") or "inline")
     scorers = make_scorers(args.get("scorers") or DEFAULT_SCORERS)
@@ -178,6 +188,8 @@ async def eval_compare(call: BuiltinCall) -> Answer:
         else:
             target = await asyncio.to_thread(_target, desk, given)
             reports.append(await _evaluate(call, desk, target))
+    from ice_mcp.evals.compare import compare_reports
+
     return Reply(compare_reports(reports[0], reports[1]))
 
 

@@ -151,6 +151,14 @@ class Schedules:
                spec: Mapping[str, Any], policy: Mapping[str, Any] | None = None, schedule_id: str | None = None,
                origin: str = "runtime", replace: bool = False) -> dict[str, Any]:
         """Check everything, then keep the schedule; `replace` (declared schedules) updates one of the same id."""
+        saved, parsed = self._keep(workflow=workflow, network=network, inputs=inputs, spec=spec, policy=policy,
+                                   schedule_id=schedule_id, origin=origin, replace=replace)
+        return self._summary(saved, parsed, 3)
+
+    def _keep(self, *, workflow: str | None, network: str | None, inputs: Mapping[str, Any] | None,
+              spec: Mapping[str, Any], policy: Mapping[str, Any] | None, schedule_id: str | None, origin: str,
+              replace: bool) -> tuple[ScheduleRecord, ScheduleSpec]:
+        """`create` without its answer (the next fires in words): a declared schedule kept at start needs none."""
         if bool(workflow) == bool(network):
             path = "network" if workflow else "workflow"
             raise ScheduleInvalid("a schedule runs either a `workflow` or a `network`: name one",
@@ -171,7 +179,7 @@ class Schedules:
             record.cursor = self._start_cursor(parsed)
         saved = self.store.save_schedule(record)
         self._poke(saved, parsed)
-        return self._summary(saved, parsed, 3)
+        return saved, parsed
 
     def declare(self, name: str, wanted_schedules: Sequence[DeclaredSchedule], kind: TargetKind = "workflow"
                 ) -> builtins.list[str]:
@@ -189,8 +197,9 @@ class Schedules:
             spec, policy, inputs = self._checked(kind, name, wanted.inputs, wanted.spec, wanted.policy, schedule_id)
             if current is None or (current.spec, current.policy, current.inputs) != (
                     spec.model_dump(mode="json", exclude_none=True), policy, inputs):
-                self.create(**{kind: name}, inputs=wanted.inputs, spec=wanted.spec, policy=wanted.policy,
-                            schedule_id=schedule_id, origin="declared", replace=True)
+                self._keep(workflow=name if kind == "workflow" else None,
+                           network=name if kind == "network" else None, inputs=wanted.inputs, spec=wanted.spec,
+                           policy=wanted.policy, schedule_id=schedule_id, origin="declared", replace=True)
             kept.append(schedule_id)
         for gone in declared:
             self._delete(gone)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.connection import allowed_log_levels
@@ -17,6 +18,7 @@ from mcp.server.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
+    ServerEvent,
     SubscriptionBus,
     ToolsListChanged,
 )
@@ -33,11 +35,37 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
 logger = logging.getLogger(__name__)
 
 
+class CountedBus:
+    """A subscription bus that knows how many listeners it has, so that a run's status change with nobody
+    listening costs no task (one per status event of every call otherwise)."""
+
+    def __init__(self, bus: SubscriptionBus) -> None:
+        self._bus = bus
+        self.listeners = 0
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self._bus.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = self._bus.subscribe(listener)
+        self.listeners += 1
+        done = False
+
+        def counted() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.listeners -= 1
+            unsubscribe()
+
+        return counted
+
+
 class ChangeNotifier:
     """Remembers 2025-era connections; on a change, notifies them and publishes to the bus."""
 
     def __init__(self, bus: SubscriptionBus | None = None) -> None:
-        self.bus: SubscriptionBus = bus or InMemorySubscriptionBus()
+        self.bus = CountedBus(bus or InMemorySubscriptionBus())
         self._connections: dict[int, weakref.ref[Any]] = {}  # by id: a request costs one dict lookup
         self._tasks: set[asyncio.Task[None]] = set()
         # Per 2025 connection: the log level it set, the resource URIs it subscribed to.
@@ -67,7 +95,8 @@ class ChangeNotifier:
 
     def resource_updated(self, uri: str) -> None:
         """`uri` changed: tell the 2025 sessions subscribed to it and the 2026 listeners (from any thread of the loop)."""
-        self._spawn(self._announce_update(uri))
+        if self.bus.listeners or (self._subscriptions and any(uri in uris for uris in list(self._subscriptions.values()))):
+            self._spawn(self._announce_update(uri))
 
     async def _announce_update(self, uri: str) -> None:
         for connection, uris in list(self._subscriptions.items()):
