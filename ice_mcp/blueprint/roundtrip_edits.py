@@ -99,8 +99,11 @@ def splice(text: str, fmt: Format, root: Node | None, blueprint: Any) -> str:
                    "edit the text itself", code="edit_not_representable")
 
 
-class _Overlap(Exception):
-    """Two splices of the same characters: the edit is written afresh or refused."""
+class _Overlap(IceError):
+    """Two splices of the same characters: the edit is written afresh or refused (caught here, never raised on)."""
+
+    def __init__(self) -> None:
+        super().__init__("two splices of the same characters", code="edit_overlap")
 
 
 def _apply(text: str, edits: list[_Edit]) -> str:
