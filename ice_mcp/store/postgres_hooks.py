@@ -36,12 +36,16 @@ class PgHooks(PgRoom):
 
     def note_delivery(self, hook_id: str, delivery_id: str, run_id: str) -> str:
         """Keep the run a delivery started, unless one is kept already: the run id kept (for good)."""
-        row = self._one("WITH kept AS (INSERT INTO deliveries (hook_id, delivery_id, run_id, received_at)"
-                        " VALUES (%s, %s, %s, %s) ON CONFLICT (hook_id, delivery_id) DO NOTHING RETURNING run_id)"
-                        " SELECT run_id FROM kept UNION ALL SELECT run_id FROM deliveries"
-                        " WHERE hook_id = %s AND delivery_id = %s LIMIT 1",
-                        (hook_id, delivery_id, run_id, time.time(), hook_id, delivery_id))
-        return str(row[0]) if row is not None else run_id
+        while True:
+            if self._one("INSERT INTO deliveries (hook_id, delivery_id, run_id, received_at) VALUES (%s, %s, %s, %s)"
+                         " ON CONFLICT (hook_id, delivery_id) DO NOTHING RETURNING run_id",
+                         (hook_id, delivery_id, run_id, time.time())) is not None:
+                return run_id
+            # A statement of its own: one that also read would see the racing insert's row only in its own snapshot,
+            # taken before that insert committed (it read nothing, and two runs were kept).
+            kept = self.delivery_run(hook_id, delivery_id)
+            if kept is not None:
+                return kept
 
 
 class PgOutbox(PgRoom):
